@@ -1,0 +1,43 @@
+# headroom: the two set-up commands, plus the rest. Thin: CMake does the building.
+#   make run    install missing Debian packages, build (Release), start headroom on safe defaults
+#   make test   install missing packages, build (Debug, ASan+UBSan), run every test through ctest
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+RELEASE := build/release
+DEBUG := build/debug
+CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
+
+.PHONY: all deps build build-debug run test unit-test tidy bench clean
+
+all: build
+
+deps:
+	@./deploy/install-deps.sh
+
+$(RELEASE)/build.ninja:
+	cmake -S . -B $(RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DHEADROOM_TESTS=OFF
+
+$(DEBUG)/build.ninja:
+	cmake -S . -B $(DEBUG) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DHEADROOM_SANITIZERS=ON
+
+build: deps $(RELEASE)/build.ninja
+	cmake --build $(RELEASE) -j $(JOBS)
+
+build-debug: deps $(DEBUG)/build.ninja
+	cmake --build $(DEBUG) -j $(JOBS)
+
+# Until the agent daemon lands, `make run` shows one snapshot of this machine.
+run: build
+	$(RELEASE)/headroom snapshot
+
+test: build-debug
+	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS)
+
+unit-test: build-debug
+	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS) -L unit
+
+tidy: build-debug
+	ctest --test-dir $(DEBUG) --output-on-failure -L lint
+
+clean:
+	rm -rf build

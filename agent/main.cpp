@@ -1,0 +1,77 @@
+// headroom: memory telemetry for GPU proving machines. The only place that turns flags into
+// objects; each subcommand's work lives in agent/cli.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "agent/cli/commands.h"
+#include "headroom/version.h"
+
+namespace {
+
+using headroom::cli::kExitBadInput;
+
+// CLI11's own exit codes are many and large; headroom says "bad input" with 2, as documented.
+int parseFailure(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_name() == "CallForHelp" || e.get_name() == "CallForAllHelp" || e.get_name() == "CallForVersion") {
+    return app.exit(e);
+  }
+  std::cerr << "headroom: " << e.what() << " (see headroom --help)\n";
+  return kExitBadInput;
+}
+
+}  // namespace
+
+namespace {
+int run(int argc, char** argv) {
+  CLI::App app{"headroom: memory telemetry for GPU proving machines", "headroom"};
+  app.set_version_flag("--version", std::string(headroom::kVersion));
+  app.require_subcommand(1);
+
+  std::string root = "/";
+  std::string log_level = "warn";
+  app.add_option("--root", root,
+                 "Read /proc and /sys under this directory (a container's view of the host's /, or a fixture tree)")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+
+  headroom::cli::SnapshotOptions snap;
+  auto* snapshot = app.add_subcommand("snapshot", "One memory snapshot: machine, cgroups with their breakdown, processes");
+  snapshot->add_flag("--json", snap.json, "The full model as JSON (bytes as integers)");
+  snapshot->add_option("--cgroup", snap.cgroup, "Only this memory cgroup (path inside the hierarchy) and its subtree");
+  snapshot->add_option("--pid", snap.pid, "Only this process and its memory cgroup")->check(CLI::PositiveNumber);
+  snapshot->add_option("--role-rule", snap.role_rules,
+                       "ROLE=KIND:VALUE, ROLE prover|colocated|system, KIND comm (exact), cmdline (regex), "
+                       "cgroup (path prefix); repeatable, first match wins");
+  snapshot->add_option("--top", snap.top, "Processes shown per role in the table")->capture_default_str();
+  bool no_smaps = false;
+  snapshot->add_flag("--no-smaps", no_smaps, "Skip smaps_rollup (no PSS: faster on machines with many processes)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return parseFailure(app, e);
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  if (snapshot->parsed()) {
+    snap.root = root;
+    snap.smaps = !no_smaps;
+    return headroom::cli::runSnapshot(snap, std::cout, std::cerr);
+  }
+  return kExitBadInput;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Exceptions belong to start-up and the CLI; one that escapes is a bug, reported in one line.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "headroom: internal error: " << e.what() << "\n";
+    return headroom::cli::kExitFailure;
+  }
+}

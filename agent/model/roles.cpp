@@ -1,0 +1,87 @@
+#include "headroom/roles.h"
+
+#include <fmt/format.h>
+
+#include "headroom/cgroup.h"
+
+namespace headroom {
+
+const char* toString(Role r) {
+  switch (r) {
+    case Role::kProver: return "prover";
+    case Role::kColocated: return "colocated";
+    case Role::kSystem: return "system";
+    case Role::kSelf: return "self";
+  }
+  return "unknown";
+}
+
+std::optional<Role> roleFromString(std::string_view s) {
+  if (s == "prover") return Role::kProver;
+  if (s == "colocated") return Role::kColocated;
+  if (s == "system") return Role::kSystem;
+  if (s == "self") return Role::kSelf;
+  return std::nullopt;
+}
+
+std::string RoleRule::text() const {
+  const char* k = kind == Kind::kComm ? "comm" : kind == Kind::kCmdline ? "cmdline" : "cgroup";
+  return fmt::format("{}={}:{}", toString(role), k, pattern);
+}
+
+Result<RoleRule> parseRoleRule(std::string_view spec) {
+  auto eq = spec.find('=');
+  auto colon = eq == std::string_view::npos ? eq : spec.find(':', eq + 1);
+  if (colon == std::string_view::npos)
+    return makeError(EINVAL, fmt::format("role rule \"{}\" is not ROLE=KIND:VALUE (e.g. prover=comm:cuzk)", spec));
+  std::string_view role_s = spec.substr(0, eq);
+  std::string_view kind_s = spec.substr(eq + 1, colon - eq - 1);
+  std::string_view value = spec.substr(colon + 1);
+  RoleRule r;
+  auto role = roleFromString(role_s);
+  if (!role || *role == Role::kSelf)
+    return makeError(EINVAL, fmt::format("role rule \"{}\": role \"{}\" is not one of prover, colocated, system", spec, role_s));
+  r.role = *role;
+  if (value.empty()) return makeError(EINVAL, fmt::format("role rule \"{}\": empty value", spec));
+  r.pattern = std::string(value);
+  if (kind_s == "comm") {
+    r.kind = RoleRule::Kind::kComm;
+    // The kernel keeps 15 bytes of comm: a longer name could never match.
+    if (value.size() > 15)
+      return makeError(EINVAL, fmt::format("role rule \"{}\": comm \"{}\" is longer than the kernel's 15 bytes", spec, value));
+  } else if (kind_s == "cmdline") {
+    r.kind = RoleRule::Kind::kCmdline;
+    try {
+      r.regex = std::regex(r.pattern, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& e) {
+      return makeError(EINVAL, fmt::format("role rule \"{}\": bad regex \"{}\": {}", spec, value, e.what()));
+    }
+  } else if (kind_s == "cgroup") {
+    r.kind = RoleRule::Kind::kCgroup;
+    r.pattern = normaliseCgroupPath(value);
+  } else {
+    return makeError(EINVAL, fmt::format("role rule \"{}\": kind \"{}\" is not one of comm, cmdline, cgroup", spec, kind_s));
+  }
+  return r;
+}
+
+Role RoleMatcher::match(pid_t pid, pid_t self_pid, std::string_view comm, std::string_view cmdline,
+                        std::string_view cgroup) const {
+  if (pid == self_pid && self_pid != 0) return Role::kSelf;
+  for (const RoleRule& r : rules_) {
+    switch (r.kind) {
+      case RoleRule::Kind::kComm:
+        if (comm == r.pattern) return r.role;
+        break;
+      case RoleRule::Kind::kCmdline:
+        if (std::regex_search(cmdline.begin(), cmdline.end(), r.regex)) return r.role;
+        break;
+      case RoleRule::Kind::kCgroup:
+        if (cgroupIsWithin(cgroup, r.pattern)) return r.role;
+        break;
+    }
+  }
+  return fallback_;
+}
+
+}  // namespace headroom

@@ -1,0 +1,163 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "headroom/snapshot.h"
+
+namespace headroom {
+
+const CgroupSnapshot* Snapshot::findCgroup(std::string_view path) const {
+  for (const auto& c : cgroups) {
+    if (c.memory.path == path) return &c;
+  }
+  return nullptr;
+}
+
+const ProcessSnapshot* Snapshot::findProcess(pid_t pid) const {
+  for (const auto& p : processes) {
+    if (p.sample.pid == pid) return &p;
+  }
+  return nullptr;
+}
+
+namespace {
+
+std::uint64_t pssOrRss(const ProcessSample& p) { return p.smaps ? p.smaps->pss : p.status.vm_rss; }
+
+ProcessAttribution visibleOf(const ProcessSample& p) {
+  ProcessAttribution a;
+  a.rss = p.status.vm_rss;
+  a.rss_anon = p.status.rss_anon;
+  a.rss_file = p.status.rss_file;
+  a.rss_shmem = p.status.rss_shmem;
+  if (p.smaps) {
+    a.pss = p.smaps->pss;
+    a.pss_anon = p.smaps->pss_anon;
+    a.pss_file = p.smaps->pss_file;
+    a.pss_shmem = p.smaps->pss_shmem;
+  }
+  a.page_tables = p.status.vm_pte;
+  a.locked = p.status.vm_lck;
+  a.swap = p.status.vm_swap;
+  return a;
+}
+
+// A process's share of its cgroup's invisible overhead: its own page tables (exact), kernel
+// stacks by its share of the threads, the rest of the kernel's charge by its share of PSS.
+// Unmapped shmem belongs to nobody's mapping and is given to no process.
+void shareOverhead(ProcessAttribution& pa, const ProcessSample& p, const Attribution& cg_attr,
+                   std::uint64_t cg_threads, std::uint64_t cg_pss) {
+  std::uint64_t stacks = cg_attr.bytesOf(PartKind::kKernelStack).value_or(0);
+  std::uint64_t rest = 0;
+  for (const Part& part : cg_attr.parts) {
+    switch (part.kind) {
+      case PartKind::kSlabReclaimable:
+      case PartKind::kSlabUnreclaimable:
+      case PartKind::kSock:
+      case PartKind::kPercpu:
+      case PartKind::kZswap:
+      case PartKind::kSecPageTables:
+      case PartKind::kKernelOther: rest += part.bytes; break;
+      default: break;
+    }
+  }
+  auto share = [](std::uint64_t total, std::uint64_t mine, std::uint64_t all) -> std::uint64_t {
+    if (all == 0) return 0;
+    return static_cast<std::uint64_t>(static_cast<long double>(total) * mine / all);
+  };
+  pa.overhead_share = p.status.vm_pte + share(stacks, p.status.threads, cg_threads) + share(rest, pssOrRss(p), cg_pss);
+  pa.overhead_rule = p.smaps ? "own VmPTE + kernel stacks by thread share + other kernel memory by PSS share"
+                             : "own VmPTE + kernel stacks by thread share + other kernel memory by RSS share (no PSS)";
+}
+
+}  // namespace
+
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles) {
+  auto snap = std::make_shared<Snapshot>();
+  snap->wall_time_ns = raw.wall_time_ns;
+  snap->monotonic_time_ns = raw.monotonic_time_ns;
+  snap->mode = raw.mounts.mode();
+  snap->memory_version = raw.memory_version;
+  if (const CgroupMount* m = raw.mounts.memoryMount()) snap->memory_mount = m->mount_point;
+  snap->host = HostSnapshot{std::move(raw.meminfo), raw.host_pressure};
+  snap->self_pid = raw.self_pid;
+  snap->focus_pid = raw.focus_pid;
+  snap->stats = std::move(raw.stats);
+
+  // Each process is attributed to the deepest watched cgroup that holds it.
+  std::vector<std::string> watched;
+  for (const auto& cg : raw.cgroups) watched.push_back(cg.path);
+  auto deepestWatched = [&](const std::string& path) -> std::string {
+    std::string best;
+    for (const auto& w : watched) {
+      if (cgroupIsWithin(path, w) && w.size() >= best.size()) best = w;
+    }
+    return best;
+  };
+
+  snap->processes.reserve(raw.processes.size());
+  for (auto& p : raw.processes) {
+    ProcessSnapshot ps;
+    ps.role = roles.match(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
+    ps.cgroup = deepestWatched(p.memory_cgroup);
+    ps.attribution = visibleOf(p);
+    ps.sample = std::move(p);
+    snap->processes.push_back(std::move(ps));
+  }
+
+  auto limitOf = [&](const std::string& path) -> const CgroupMemory* {
+    for (const auto& cg : raw.cgroups) {
+      if (cg.path == path) return &cg;
+    }
+    auto it = raw.ancestors.find(path);
+    return it == raw.ancestors.end() ? nullptr : &it->second;
+  };
+
+  for (auto& cg : raw.cgroups) {
+    CgroupSnapshot cs;
+    std::vector<const ProcessSample*> subtree;
+    for (std::size_t i = 0; i < snap->processes.size(); ++i) {
+      if (cgroupIsWithin(snap->processes[i].sample.memory_cgroup, cg.path)) {
+        subtree.push_back(&snap->processes[i].sample);
+        cs.processes.push_back(i);
+      }
+    }
+    cs.attribution = attributeCgroup(cg, subtree);
+
+    if (cg.limit) cs.bounds.push_back(Bound{cg.path, *cg.limit, cg.usage});
+    for (auto parent = parentCgroup(cg.path); parent; parent = parentCgroup(*parent)) {
+      const CgroupMemory* a = limitOf(*parent);
+      if (a != nullptr && a->limit) cs.bounds.push_back(Bound{a->path, *a->limit, a->usage});
+    }
+    const Meminfo& mi = snap->host.meminfo;
+    cs.bounds.push_back(Bound{"host", mi.mem_total, mi.mem_total - std::min(mi.mem_total, mi.mem_available)});
+    cs.tightest = *std::min_element(cs.bounds.begin(), cs.bounds.end(),
+                                    [](const Bound& x, const Bound& y) { return x.room() < y.room(); });
+    std::sort(cs.processes.begin(), cs.processes.end(), [&](std::size_t x, std::size_t y) {
+      return pssOrRss(snap->processes[x].sample) > pssOrRss(snap->processes[y].sample);
+    });
+    cs.memory = std::move(cg);
+    snap->cgroups.push_back(std::move(cs));
+  }
+
+  // Overhead shares, against the cgroup each process is attributed to.
+  for (const CgroupSnapshot& cs : snap->cgroups) {
+    std::uint64_t threads = 0, pss = 0;
+    for (std::size_t i : cs.processes) {
+      threads += snap->processes[i].sample.status.threads;
+      pss += pssOrRss(snap->processes[i].sample);
+    }
+    for (std::size_t i : cs.processes) {
+      ProcessSnapshot& ps = snap->processes[i];
+      if (ps.cgroup == cs.memory.path) shareOverhead(ps.attribution, ps.sample, cs.attribution, threads, pss);
+    }
+  }
+
+  std::stable_sort(snap->cgroups.begin(), snap->cgroups.end(), [](const CgroupSnapshot& x, const CgroupSnapshot& y) {
+    return x.memory.usage > y.memory.usage;
+  });
+  return snap;
+}
+
+}  // namespace headroom

@@ -1,0 +1,331 @@
+#include "headroom/cgroup.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+namespace headroom {
+
+const char* toString(CgroupMode m) {
+  switch (m) {
+    case CgroupMode::kNone: return "none";
+    case CgroupMode::kV1: return "v1";
+    case CgroupMode::kV2: return "v2";
+    case CgroupMode::kHybrid: return "hybrid";
+  }
+  return "unknown";
+}
+
+CgroupMode CgroupMounts::mode() const {
+  if (v1_memory && v2) return CgroupMode::kHybrid;
+  if (v1_memory) return CgroupMode::kV1;
+  if (v2) return CgroupMode::kV2;
+  return CgroupMode::kNone;
+}
+
+int CgroupMounts::memoryVersion() const {
+  // A controller binds to one hierarchy at a time: v1's memory mount wins when it exists.
+  if (v1_memory) return 1;
+  if (v2 && v2_has_memory) return 2;
+  return 0;
+}
+
+const CgroupMount* CgroupMounts::memoryMount() const {
+  switch (memoryVersion()) {
+    case 1: return &*v1_memory;
+    case 2: return &*v2;
+    default: return nullptr;
+  }
+}
+
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescapeMountField(std::string_view s) {
+  auto octal = [](char c) { return c >= '0' && c <= '7'; };
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && octal(s[i + 1]) && octal(s[i + 2]) && octal(s[i + 3])) {
+      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      i += 3;
+      continue;
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+bool hasOption(std::string_view opts, std::string_view want) {
+  while (!opts.empty()) {
+    auto comma = opts.find(',');
+    std::string_view tok = opts.substr(0, comma);
+    if (tok == want) return true;
+    if (comma == std::string_view::npos) break;
+    opts.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<CgroupMounts> parseMountinfo(std::string_view text) {
+  CgroupMounts out;
+  std::size_t lineno = 0;
+  for (std::string_view line : splitLines(text)) {
+    ++lineno;
+    auto fields = splitFields(line);
+    if (fields.empty()) continue;
+    auto dash = std::find(fields.begin(), fields.end(), std::string_view("-"));
+    if (fields.size() < 7 || dash == fields.end() || dash - fields.begin() < 6 || fields.end() - dash < 3)
+      return makeError(0, fmt::format("mountinfo line {} is malformed: \"{}\"", lineno, line.substr(0, 120)));
+    std::string_view fstype = *(dash + 1);
+    std::string_view super_opts = *(dash + 3);
+    CgroupMount m{unescapeMountField(fields[4]), unescapeMountField(fields[3])};
+    if (fstype == "cgroup2") {
+      if (!out.v2) out.v2 = m;
+    } else if (fstype == "cgroup" && hasOption(super_opts, "memory")) {
+      // Prefer the mount that shows the whole hierarchy over bind mounts of a subtree.
+      if (!out.v1_memory || (out.v1_memory->root != "/" && m.root == "/")) out.v1_memory = m;
+    }
+  }
+  return out;
+}
+
+Result<CgroupMounts> discoverCgroupMounts(const FsRoot& fs) {
+  auto text = fs.readFile("/proc/self/mountinfo");
+  if (!text) return text.error();
+  auto mounts = parseMountinfo(*text);
+  if (!mounts) return mounts.error().wrap(fmt::format("parsing {}", fs.display("/proc/self/mountinfo")));
+  if (mounts->v2) {
+    auto ctl = fs.readFile(mounts->v2->mount_point + "/cgroup.controllers");
+    if (ctl) {
+      for (auto c : splitFields(*ctl)) {
+        if (c == "memory") mounts->v2_has_memory = true;
+      }
+    }
+  }
+  return mounts;
+}
+
+std::optional<std::string> ProcCgroups::memoryPath(int version) const {
+  if (version == 1) return v1_memory;
+  if (version == 2) return v2;
+  return std::nullopt;
+}
+
+Result<ProcCgroups> parseProcCgroup(std::string_view text) {
+  ProcCgroups out;
+  std::size_t lineno = 0;
+  for (std::string_view line : splitLines(text)) {
+    ++lineno;
+    if (trim(line).empty()) continue;
+    auto c1 = line.find(':');
+    auto c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos)
+      return makeError(0, fmt::format("cgroup line {} is malformed: \"{}\"", lineno, line.substr(0, 120)));
+    std::string_view id = line.substr(0, c1);
+    std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    std::string_view path = line.substr(c2 + 1);
+    if (path.empty() || path.front() != '/')
+      return makeError(0, fmt::format("cgroup line {} has no absolute path: \"{}\"", lineno, line.substr(0, 120)));
+    if (id == "0" && controllers.empty()) {
+      out.v2 = normaliseCgroupPath(path);
+    } else if (hasOption(controllers, "memory")) {
+      out.v1_memory = normaliseCgroupPath(path);
+    }
+  }
+  return out;
+}
+
+std::string normaliseCgroupPath(std::string_view path) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    while (i < path.size() && path[i] == '/') ++i;
+    std::size_t start = i;
+    while (i < path.size() && path[i] != '/') ++i;
+    if (i > start) {
+      out.push_back('/');
+      out.append(path.substr(start, i - start));
+    }
+  }
+  return out.empty() ? "/" : out;
+}
+
+std::optional<std::string> parentCgroup(std::string_view path) {
+  std::string p = normaliseCgroupPath(path);
+  if (p == "/") return std::nullopt;
+  auto slash = p.rfind('/');
+  return slash == 0 ? std::string("/") : p.substr(0, slash);
+}
+
+bool cgroupIsWithin(std::string_view path, std::string_view ancestor) {
+  if (ancestor == "/") return true;
+  if (path.size() < ancestor.size() || path.substr(0, ancestor.size()) != ancestor) return false;
+  return path.size() == ancestor.size() || path[ancestor.size()] == '/';
+}
+
+std::optional<std::uint64_t> CgroupMemory::effectiveLimitHint() const {
+  if (version == 1) {
+    if (hierarchical_limit && *hierarchical_limit < kV1UnlimitedThreshold) return hierarchical_limit;
+    if (hierarchical_limit) return std::nullopt;
+  }
+  return limit;
+}
+
+namespace detail {
+namespace {
+
+Status setU64(std::optional<std::uint64_t>& field, std::string_view text) {
+  auto v = parseU64(text);
+  if (!v) return v.error();
+  field = *v;
+  return ok();
+}
+
+Status setStat(CgroupMemory& cg, StatMap& out, std::string_view file, std::string_view text) {
+  auto parsed = parseKeyValueLines(text);
+  out = std::move(parsed.values);
+  if (!parsed.malformed.empty()) {
+    cg.warnings.push_back(fmt::format("{}: {} malformed line(s), first \"{}\"", file, parsed.malformed.size(),
+                                      parsed.malformed.front().substr(0, 60)));
+  }
+  return ok();
+}
+
+}  // namespace
+
+Status applyCgroupFile(CgroupMemory& cg, std::string_view file, std::string_view text) {
+  if (file == "memory.current" || file == "memory.usage_in_bytes") {
+    auto v = parseU64(text);
+    if (!v) return v.error();
+    cg.usage = *v;
+    return ok();
+  }
+  if (file == "memory.max" || file == "memory.limit_in_bytes") {
+    auto v = parseLimit(text);
+    if (!v) return v.error();
+    cg.limit = *v;
+    return ok();
+  }
+  if (file == "memory.high") {
+    auto v = parseLimit(text);
+    if (!v) return v.error();
+    cg.high = *v;
+    return ok();
+  }
+  if (file == "memory.peak" || file == "memory.max_usage_in_bytes") return setU64(cg.peak, text);
+  if (file == "memory.swap.current") return setU64(cg.swap_current, text);
+  if (file == "memory.failcnt") return setU64(cg.failcnt, text);
+  if (file == "memory.kmem.usage_in_bytes") return setU64(cg.kmem_usage, text);
+  if (file == "memory.stat") {
+    auto st = setStat(cg, cg.stat, file, text);
+    if (cg.stat.empty()) return makeError(0, "no \"key value\" line");
+    if (cg.version == 1) cg.hierarchical_limit = cg.stat.get("hierarchical_memory_limit");
+    return st;
+  }
+  if (file == "memory.events") {
+    auto st = setStat(cg, cg.events, file, text);
+    cg.oom_events = cg.events.get("oom");
+    cg.oom_kills = cg.events.get("oom_kill");
+    return st;
+  }
+  if (file == "memory.events.local") return setStat(cg, cg.events_local, file, text);
+  if (file == "memory.oom_control") {
+    auto st = setStat(cg, cg.oom_control, file, text);
+    cg.under_oom = cg.oom_control.getOr("under_oom") != 0;
+    cg.oom_kills = cg.oom_control.get("oom_kill");
+    return st;
+  }
+  if (file == "memory.pressure") {
+    auto p = parsePsi(text);
+    if (!p) return p.error();
+    cg.pressure = *p;
+    return ok();
+  }
+  return makeError(EINVAL, fmt::format("unknown cgroup file {}", file));
+}
+
+}  // namespace detail
+
+namespace {
+struct FileSpec {
+  const char* name;
+  bool required;
+};
+constexpr std::array kV2Files = {
+    FileSpec{"memory.current", true},       FileSpec{"memory.max", true},
+    FileSpec{"memory.stat", true},          FileSpec{"memory.peak", false},
+    FileSpec{"memory.high", false},         FileSpec{"memory.swap.current", false},
+    FileSpec{"memory.events", false},       FileSpec{"memory.events.local", false},
+    FileSpec{"memory.pressure", false},
+};
+constexpr std::array kV1Files = {
+    FileSpec{"memory.usage_in_bytes", true},      FileSpec{"memory.limit_in_bytes", true},
+    FileSpec{"memory.stat", true},                FileSpec{"memory.max_usage_in_bytes", false},
+    FileSpec{"memory.oom_control", false},        FileSpec{"memory.failcnt", false},
+    FileSpec{"memory.kmem.usage_in_bytes", false},
+};
+}  // namespace
+
+Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::string& path) {
+  if (version != 1 && version != 2) return makeError(EINVAL, fmt::format("cgroup version {} is not 1 or 2", version));
+  CgroupMemory cg;
+  cg.version = version;
+  cg.path = path;
+  auto readOne = [&](const FileSpec& f) -> Status {
+    auto text = dir.readFile(f.name);
+    if (!text) {
+      if (!f.required && text.error().code == ENOENT) return ok();
+      if (!f.required) {
+        cg.warnings.push_back(text.error().describe());
+        return ok();
+      }
+      return text.error();
+    }
+    auto st = detail::applyCgroupFile(cg, f.name, *text);
+    if (!st) {
+      Error e = st.error().wrap(fmt::format("parsing {}/{}", dir.path(), f.name));
+      if (f.required) return e;
+      cg.warnings.push_back(e.describe());
+    }
+    return ok();
+  };
+  if (version == 2) {
+    for (const auto& f : kV2Files) {
+      if (auto st = readOne(f); !st) return st.error();
+    }
+  } else {
+    for (const auto& f : kV1Files) {
+      if (auto st = readOne(f); !st) return st.error();
+    }
+  }
+  return cg;
+}
+
+std::string CgroupHierarchy::toMountRelative(std::string_view proc_path) const {
+  std::string p = normaliseCgroupPath(proc_path);
+  std::string root = normaliseCgroupPath(mount_.root);
+  if (root != "/" && cgroupIsWithin(p, root)) {
+    std::string rest = p.substr(root.size());
+    return rest.empty() ? "/" : rest;
+  }
+  return p;
+}
+
+std::string CgroupHierarchy::directoryOf(std::string_view path) const {
+  std::string p = normaliseCgroupPath(path);
+  return p == "/" ? mount_.mount_point : mount_.mount_point + p;
+}
+
+Result<Dir> CgroupHierarchy::open(std::string_view path) const { return fs_->openDir(directoryOf(path)); }
+
+Result<CgroupMemory> CgroupHierarchy::read(std::string_view path) const {
+  auto dir = open(path);
+  if (!dir) return dir.error();
+  return readCgroupMemory(*dir, version_, normaliseCgroupPath(path));
+}
+
+}  // namespace headroom

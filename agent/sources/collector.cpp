@@ -1,0 +1,165 @@
+#include "headroom/collector.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+namespace headroom {
+namespace {
+
+std::int64_t nowNs(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+pid_t selfPid(const FsRoot& fs) {
+  if (fs.isLive()) return ::getpid();
+  // In a fixture tree /proc/self is a link to "<pid>" like the real one.
+  auto link = fs.readLink("/proc/self");
+  if (!link) return 0;
+  pid_t pid = 0;
+  auto [ptr, ec] = std::from_chars(link->data(), link->data() + link->size(), pid);
+  return ec == std::errc() ? pid : 0;
+}
+
+}  // namespace
+
+Result<Collector> Collector::create(const FsRoot& fs) {
+  auto mounts = discoverCgroupMounts(fs);
+  if (!mounts) return mounts.error();
+  const CgroupMount* mm = mounts->memoryMount();
+  if (mm == nullptr) {
+    return makeError(ENOENT, fmt::format("no memory cgroup controller found in {} (mode {}{})",
+                                         fs.display("/proc/self/mountinfo"), toString(mounts->mode()),
+                                         mounts->v2 ? ", and the v2 root does not list memory" : ""));
+  }
+  CgroupHierarchy h(fs, mounts->memoryVersion(), *mm);
+  return Collector(fs, std::move(*mounts), std::move(h));
+}
+
+Result<RawSample> Collector::collect(const CollectOptions& opts) const {
+  RawSample raw;
+  raw.wall_time_ns = nowNs(CLOCK_REALTIME);
+  raw.monotonic_time_ns = nowNs(CLOCK_MONOTONIC);
+  raw.mounts = mounts_;
+  raw.memory_version = hierarchy_.version();
+  raw.self_pid = selfPid(*fs_);
+  raw.focus_pid = opts.pid;
+  CollectStats& stats = raw.stats;
+
+  auto meminfo_text = fs_->readFile("/proc/meminfo");
+  if (!meminfo_text) return meminfo_text.error();
+  auto meminfo = parseMeminfo(*meminfo_text);
+  if (!meminfo) return meminfo.error().wrap(fmt::format("parsing {}", fs_->display("/proc/meminfo")));
+  raw.meminfo = std::move(*meminfo);
+
+  if (auto psi_text = fs_->readFile("/proc/pressure/memory")) {
+    auto psi = parsePsi(*psi_text);
+    if (psi) raw.host_pressure = *psi;
+    else stats.warnings.push_back(psi.error().wrap(fmt::format("parsing {}", fs_->display("/proc/pressure/memory"))).describe());
+  }
+
+  const int version = hierarchy_.version();
+  auto memoryPathOf = [&](const ProcCgroups& cg) -> std::optional<std::string> {
+    auto p = cg.memoryPath(version);
+    if (!p) return std::nullopt;
+    return hierarchy_.toMountRelative(*p);
+  };
+
+  // The scope: a cgroup subtree, or everything.
+  std::optional<std::string> scope;
+  if (opts.cgroup) {
+    scope = normaliseCgroupPath(*opts.cgroup);
+    auto dir = hierarchy_.open(*scope);
+    if (!dir) {
+      return makeError(dir.error().code, fmt::format("cgroup {} not found in the v{} memory hierarchy at {}: {}", *scope,
+                                                     version, fs_->display(hierarchy_.mount().mount_point),
+                                                     dir.error().describe()));
+    }
+  }
+  if (opts.pid) {
+    ProcessRead focus = readProcess(*fs_, *opts.pid, false);
+    if (focus.outcome == ReadOutcome::kKernelThread)
+      return makeError(EINVAL, fmt::format("pid {} is a kernel thread: it has no user memory", *opts.pid));
+    if (focus.outcome != ReadOutcome::kOk)
+      return makeError(focus.error.code == 0 ? ESRCH : focus.error.code,
+                       fmt::format("pid {}: {}", *opts.pid, focus.error.describe()));
+    auto p = memoryPathOf(focus.sample.cgroups);
+    if (!p) return makeError(ENOENT, fmt::format("pid {} is in no v{} memory cgroup", *opts.pid, version));
+    // --pid and --cgroup together: the pid's cgroup must lie inside the given one.
+    if (scope && !cgroupIsWithin(*p, *scope))
+      return makeError(EINVAL, fmt::format("pid {} is in cgroup {}, outside --cgroup {}", *opts.pid, *p, *scope));
+    scope = *p;
+  }
+
+  auto pids = listPids(*fs_);
+  if (!pids) return pids.error();
+  std::set<std::string> watched;
+  if (scope) watched.insert(*scope);
+  auto inScope = [&](const ProcCgroups& cg) {
+    if (!scope) return true;
+    auto p = memoryPathOf(cg);
+    return p && cgroupIsWithin(*p, *scope);
+  };
+  for (pid_t pid : *pids) {
+    ++stats.processes_seen;
+    if (raw.processes.size() >= opts.max_processes) {
+      ++stats.processes_skipped;
+      continue;
+    }
+    ProcessRead r = readProcess(*fs_, pid, opts.read_smaps, inScope);
+    switch (r.outcome) {
+      case ReadOutcome::kOk: break;
+      case ReadOutcome::kVanished: ++stats.processes_vanished; continue;
+      case ReadOutcome::kKernelThread: ++stats.kernel_threads; continue;
+      case ReadOutcome::kSkipped: continue;
+      case ReadOutcome::kFailed:
+        ++stats.processes_failed;
+        stats.warnings.push_back(r.error.describe());
+        continue;
+    }
+    auto p = memoryPathOf(r.sample.cgroups);
+    if (!p) {
+      ++stats.processes_failed;
+      stats.warnings.push_back(fmt::format("pid {} is in no v{} memory cgroup", pid, version));
+      continue;
+    }
+    r.sample.memory_cgroup = *p;
+    if (opts.read_smaps && !r.sample.smaps) ++stats.processes_without_pss;
+    watched.insert(*p);
+    raw.processes.push_back(std::move(r.sample));
+    ++stats.processes_read;
+  }
+
+  for (const std::string& path : watched) {
+    auto cg = hierarchy_.read(path);
+    if (!cg) {
+      stats.warnings.push_back(cg.error().wrap(fmt::format("cgroup {}", path)).describe());
+      continue;
+    }
+    raw.cgroups.push_back(std::move(*cg));
+  }
+  // Every ancestor bounds its descendants; read each once.
+  for (const CgroupMemory& cg : raw.cgroups) {
+    for (auto parent = parentCgroup(cg.path); parent; parent = parentCgroup(*parent)) {
+      if (raw.ancestors.count(*parent) != 0 || watched.count(*parent) != 0) continue;
+      auto a = hierarchy_.read(*parent);
+      if (!a) {
+        // The v2 root has no memory.current/memory.max: it bounds nothing but the host.
+        if (!(version == 2 && *parent == "/"))
+          stats.warnings.push_back(a.error().wrap(fmt::format("ancestor cgroup {}", *parent)).describe());
+        continue;
+      }
+      raw.ancestors.emplace(*parent, std::move(*a));
+    }
+  }
+  return raw;
+}
+
+}  // namespace headroom

@@ -1,0 +1,154 @@
+#include "headroom/fs_root.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace headroom {
+namespace {
+// No kernel text file we read is anywhere near this; it bounds a runaway or hostile file.
+constexpr std::size_t kMaxFileBytes = 64u << 20;
+}  // namespace
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<std::string> readAll(int fd, std::string_view display_path) {
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errnoError(fmt::format("reading {}", display_path));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > kMaxFileBytes)
+      return makeError(EFBIG, fmt::format("reading {}: larger than {} bytes", display_path, kMaxFileBytes));
+  }
+  return out;
+}
+
+Result<std::string> Dir::readFile(std::string_view name) const {
+  std::string n(name);
+  Fd fd(::openat(fd_.get(), n.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError(fmt::format("opening {}/{}", path_, name));
+  return readAll(fd.get(), fmt::format("{}/{}", path_, name));
+}
+
+Result<Dir> Dir::openSubdir(std::string_view name) const {
+  std::string n(name);
+  Fd fd(::openat(fd_.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string display = path_ == "/" ? "/" + n : fmt::format("{}/{}", path_, name);
+  if (!fd.valid()) return errnoError(fmt::format("opening {}", display));
+  return Dir(std::move(fd), display);
+}
+
+bool Dir::exists(std::string_view name) const {
+  std::string n(name);
+  struct stat st {};
+  return ::fstatat(fd_.get(), n.c_str(), &st, 0) == 0;
+}
+
+Result<std::vector<std::string>> Dir::list(bool dirs_only) const {
+  // fdopendir takes ownership of its fd: give it a duplicate so ours stays valid.
+  int dup = ::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dup < 0) return errnoError(fmt::format("listing {}", path_));
+  DIR* d = ::fdopendir(dup);
+  if (d == nullptr) {
+    ::close(dup);
+    return errnoError(fmt::format("listing {}", path_));
+  }
+  std::vector<std::string> names;
+  errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view n(e->d_name);
+    if (n == "." || n == "..") continue;
+    if (dirs_only) {
+      bool is_dir = e->d_type == DT_DIR;
+      if (e->d_type == DT_UNKNOWN) {
+        struct stat st {};
+        is_dir = ::fstatat(fd_.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+      }
+      if (!is_dir) continue;
+    }
+    names.emplace_back(n);
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return makeError(err, fmt::format("listing {}", path_));
+  return names;
+}
+
+Status Dir::writeFile(std::string_view name, std::string_view content) const {
+  std::string n(name);
+  Fd fd(::openat(fd_.get(), n.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError(fmt::format("opening {}/{} for writing", path_, name));
+  ssize_t w = ::write(fd.get(), content.data(), content.size());
+  if (w < 0) return errnoError(fmt::format("writing \"{}\" to {}/{}", content.substr(0, 64), path_, name));
+  if (static_cast<std::size_t>(w) != content.size())
+    return makeError(EIO, fmt::format("short write to {}/{}", path_, name));
+  return ok();
+}
+
+Result<FsRoot> FsRoot::open(const std::string& root) {
+  if (root.empty()) return makeError(EINVAL, "filesystem root is empty");
+  Fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError(fmt::format("opening filesystem root {}", root));
+  std::string r = root;
+  while (r.size() > 1 && r.back() == '/') r.pop_back();
+  return FsRoot(std::move(fd), r);
+}
+
+std::string FsRoot::relative(std::string_view abs_path) {
+  while (!abs_path.empty() && abs_path.front() == '/') abs_path.remove_prefix(1);
+  return abs_path.empty() ? std::string(".") : std::string(abs_path);
+}
+
+std::string FsRoot::display(std::string_view abs_path) const {
+  if (isLive()) return std::string(abs_path);
+  return root_ + "/" + relative(abs_path);
+}
+
+Result<Dir> FsRoot::openDir(std::string_view abs_path) const {
+  std::string rel = relative(abs_path);
+  Fd fd(::openat(fd_.get(), rel.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError(fmt::format("opening {}", display(abs_path)));
+  return Dir(std::move(fd), display(abs_path));
+}
+
+Result<std::string> FsRoot::readFile(std::string_view abs_path) const {
+  std::string rel = relative(abs_path);
+  Fd fd(::openat(fd_.get(), rel.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError(fmt::format("opening {}", display(abs_path)));
+  return readAll(fd.get(), display(abs_path));
+}
+
+bool FsRoot::exists(std::string_view abs_path) const {
+  std::string rel = relative(abs_path);
+  struct stat st {};
+  return ::fstatat(fd_.get(), rel.c_str(), &st, 0) == 0;
+}
+
+Result<std::string> FsRoot::readLink(std::string_view abs_path) const {
+  std::string rel = relative(abs_path);
+  char buf[4096];
+  ssize_t n = ::readlinkat(fd_.get(), rel.c_str(), buf, sizeof buf);
+  if (n < 0) return errnoError(fmt::format("reading link {}", display(abs_path)));
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+}  // namespace headroom

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Counts task exits per thread group and records the group's exit code when its last task
+ * goes. The first program of headroom's BPF pipeline (CO-RE, skeleton, C++ owner); the exit
+ * sensor proper builds on it. tp_btf needs no tracefs. */
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Every exit seen, for a cheap liveness check of the attachment. */
+__u64 total_exits = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096); /* user space sets the real size before load */
+	__type(key, __u32);        /* tgid */
+	__type(value, struct exit_count);
+} exit_counts SEC(".maps");
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(count_exit, struct task_struct *p)
+{
+	static const struct exit_count zero = {};
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	struct exit_count *c;
+
+	__sync_fetch_and_add(&total_exits, 1);
+	c = lookup_or_init(&exit_counts, &tgid, &zero);
+	if (!c)
+		return 0;
+	__sync_fetch_and_add(&c->thread_exits, 1);
+	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
+	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
+		c->group_exits = 1;
+		c->exit_code = BPF_CORE_READ(p, exit_code);
+	}
+	return 0;
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that headroom's build and tests need.
+# Idempotent: installs only what is missing, and runs `apt-get update` only then.
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake ninja-build pkg-config git
+  clang llvm clang-tidy libclang-rt-14-dev
+  libbpf-dev bpftool libelf-dev zlib1g-dev
+  prometheus-cpp-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libsystemd-dev
+)
+test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3)
+
+want=("${build_pkgs[@]}")
+if [ "${1:-}" != "--build-only" ]; then want+=("${test_pkgs[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#want[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]} (run as root, or install them)" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,179 @@
+// The snapshot against the real kernel: a child memory cgroup of our own, workloads that
+// allocate known amounts of each kind of memory, and the snapshot checked against the truth.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "headroom/collector.h"
+#include "headroom/snapshot.h"
+#include "testing/cgroup_sandbox.h"
+#include "testing/child_process.h"
+
+namespace headroom {
+namespace {
+
+using testing::CgroupSandbox;
+using testing::ChildProcess;
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+#define SKIP_WITHOUT_CGROUPS()                                                  \
+  do {                                                                          \
+    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;    \
+  } while (0)
+
+// Removes a tmpfs file when the test ends, whatever happens.
+struct TmpfsFile {
+  std::string path;
+  ~TmpfsFile() { std::filesystem::remove(path); }
+};
+
+ChildProcess startWorkload(const CgroupSandbox& sb, std::vector<std::string> args) {
+  args.insert(args.begin(), HEADROOM_WORKLOAD);
+  auto c = ChildProcess::spawn(args, sb.procsFile());
+  if (!c) throw std::runtime_error(c.error().describe());
+  auto line = c->readLine();
+  if (!line || line->rfind("ready", 0) != 0)
+    throw std::runtime_error("workload did not get ready: " + (line ? *line : line.error().describe()));
+  return std::move(*c);
+}
+
+std::shared_ptr<const Snapshot> snapshotOf(const CgroupSandbox& sb) {
+  auto fs = FsRoot::open("/");
+  auto c = Collector::create(*fs);
+  if (!c) throw std::runtime_error(c.error().describe());
+  CollectOptions o;
+  o.cgroup = sb.path();
+  auto raw = c->collect(o);
+  if (!raw) throw std::runtime_error(raw.error().describe());
+  return buildSnapshot(std::move(*raw), RoleMatcher({*parseRoleRule("prover=comm:headroom-worklo")}));
+}
+
+TEST(SnapshotLive, BreakdownMatchesKnownAllocations) {
+  SKIP_WITHOUT_CGROUPS();
+  auto sb = CgroupSandbox::create("headroom-snapshot-test");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(1024 * kMiB));
+  TmpfsFile shared{fmt::format("/dev/shm/headroom-test-{}-shared", ::getpid())};
+  TmpfsFile unmapped{fmt::format("/dev/shm/headroom-test-{}-unmapped", ::getpid())};
+
+  // anon; shmem mapped by two processes; a sparse mapping that costs page tables; and a tmpfs
+  // file that nobody maps (its writer exits).
+  ChildProcess a = startWorkload(*sb, {"--anon", std::to_string(96 * kMiB), "--shm-create", shared.path,
+                                       std::to_string(64 * kMiB)});
+  ChildProcess b = startWorkload(*sb, {"--shm-map", shared.path});
+  ChildProcess c = startWorkload(*sb, {"--sparse", std::to_string(4096 * kMiB)});  // 2048 touched pages
+  ChildProcess d = startWorkload(*sb, {"--tmpfs-file", unmapped.path, std::to_string(32 * kMiB), "--exit-after-ready"});
+  ASSERT_TRUE(d.wait());
+
+  auto snap = snapshotOf(*sb);
+  const CgroupSnapshot* cg = snap->findCgroup(sb->path());
+  ASSERT_NE(cg, nullptr);
+  const Attribution& at = cg->attribution;
+
+  // Every part plus unattributed is the usage, always.
+  std::int64_t sum = at.unattributed;
+  for (const Part& p : at.parts) sum += static_cast<std::int64_t>(p.bytes);
+  EXPECT_EQ(sum, static_cast<std::int64_t>(cg->memory.usage));
+
+  // anon: 96 MiB + 8 MiB of sparse pages + a little of each process's own heap and stack.
+  std::uint64_t anon = at.bytesOf(PartKind::kAnon).value();
+  EXPECT_GE(anon, 104 * kMiB);
+  EXPECT_LE(anon, 112 * kMiB);
+  // 64 MiB mapped by A and B (counted once, by PSS); 32 MiB that no process maps.
+  EXPECT_NEAR(static_cast<double>(at.bytesOf(PartKind::kShmemMapped).value()), 64.0 * kMiB, 1.0 * kMiB);
+  EXPECT_NEAR(static_cast<double>(at.bytesOf(PartKind::kShmemUnmapped).value()), 32.0 * kMiB, 1.0 * kMiB);
+  // One page-table page per touched 2 MiB span.
+  std::uint64_t pt = at.bytesOf(PartKind::kPageTables).value();
+  EXPECT_GE(pt, 8 * kMiB);
+  EXPECT_LE(pt, 8 * kMiB + 2 * kMiB);
+  EXPECT_GT(at.invisibleBytes(), 40 * kMiB) << "32 MiB unmapped shmem + 8 MiB page tables at least";
+  // What the kernel charged that we could not name stays small.
+  EXPECT_LT(std::abs(at.unattributed), static_cast<std::int64_t>(4 * kMiB)) << at.unattributed;
+
+  // Per process: PSS splits the shared 64 MiB between A and B; RSS shows it twice.
+  const ProcessSnapshot* pa = snap->findProcess(a.pid());
+  const ProcessSnapshot* pb = snap->findProcess(b.pid());
+  const ProcessSnapshot* pc = snap->findProcess(c.pid());
+  ASSERT_TRUE(pa && pb && pc);
+  EXPECT_EQ(pa->role, Role::kProver);
+  EXPECT_NEAR(static_cast<double>(pa->attribution.rss_shmem), 64.0 * kMiB, 0.5 * kMiB);
+  EXPECT_NEAR(static_cast<double>(pb->attribution.rss_shmem), 64.0 * kMiB, 0.5 * kMiB);
+  EXPECT_NEAR(static_cast<double>(pa->attribution.pss_shmem.value()), 32.0 * kMiB, 0.5 * kMiB);
+  EXPECT_NEAR(static_cast<double>(pb->attribution.pss_shmem.value()), 32.0 * kMiB, 0.5 * kMiB);
+  EXPECT_NEAR(static_cast<double>(pa->attribution.rss_anon), 96.0 * kMiB, 2.0 * kMiB);
+  EXPECT_GE(pc->attribution.page_tables, 8 * kMiB);
+  EXPECT_LE(pc->attribution.page_tables, 8 * kMiB + 256 * 1024);
+  EXPECT_GT(pc->attribution.overhead_share, pc->attribution.page_tables) << "page tables plus its share of the rest";
+  EXPECT_EQ(snap->findProcess(d.pid()), nullptr) << "the tmpfs writer has exited";
+
+  if (cg->memory.version == 1) {
+    // v1: page tables are the processes' summed VmPTE, exact; the rest of kmem estimated.
+    std::uint64_t vmpte = pa->attribution.page_tables + pb->attribution.page_tables + pc->attribution.page_tables;
+    EXPECT_EQ(pt, std::min(vmpte, cg->memory.kmem_usage.value()));
+    bool estimated_other = false;
+    for (const Part& p : at.parts) {
+      if (p.kind == PartKind::kKernelOther) estimated_other = p.accuracy == Accuracy::kEstimated;
+    }
+    EXPECT_TRUE(estimated_other);
+  }
+}
+
+TEST(SnapshotLive, CliJsonOnTheSandbox) {
+  SKIP_WITHOUT_CGROUPS();
+  auto sb = CgroupSandbox::create("headroom-snapshot-cli");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ChildProcess a = startWorkload(*sb, {"--anon", std::to_string(48 * kMiB)});
+  auto r = testing::runCommand({HEADROOM_BINARY, "snapshot", "--json", "--cgroup", sb->path(), "--role-rule",
+                                "prover=comm:headroom-worklo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["cgroups"].size(), 1u);
+  EXPECT_EQ(j["cgroups"][0]["memory"]["path"], sb->path());
+  bool seen = false;
+  for (const auto& p : j["processes"]) {
+    if (p["pid"] != a.pid()) continue;
+    seen = true;
+    EXPECT_EQ(p["role"], "prover");
+    EXPECT_NEAR(p["rss_anon_bytes"].get<double>(), 48.0 * kMiB, 2.0 * kMiB);
+  }
+  EXPECT_TRUE(seen);
+  auto pid = testing::runCommand({HEADROOM_BINARY, "snapshot", "--pid", std::to_string(a.pid())});
+  ASSERT_EQ(pid.exit_code, 0) << pid.err;
+  EXPECT_NE(pid.out.find(sb->path().substr(sb->path().size() - 20)), std::string::npos) << pid.out;
+}
+
+TEST(SnapshotLive, ExitedProcessesAreCountedNotErrors) {
+  SKIP_WITHOUT_CGROUPS();
+  auto sb = CgroupSandbox::create("headroom-snapshot-churn");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  // Processes come and go while the collector reads: it must never fail because of that.
+  std::vector<ChildProcess> kids;
+  for (int i = 0; i < 20; ++i) kids.push_back(startWorkload(*sb, {"--anon", std::to_string(kMiB)}));
+  auto fs = FsRoot::open("/");
+  auto col = Collector::create(*fs);
+  ASSERT_TRUE(col);
+  std::thread killer([&] {
+    for (auto& k : kids) {
+      k.closeStdin();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  for (int round = 0; round < 20; ++round) {
+    CollectOptions o;
+    o.cgroup = sb->path();
+    auto raw = col->collect(o);
+    ASSERT_TRUE(raw) << raw.error().describe();
+    EXPECT_EQ(raw->stats.processes_failed, 0u) << raw->stats.warnings.front();
+  }
+  killer.join();
+  for (auto& k : kids) ASSERT_TRUE(k.wait());
+}
+
+}  // namespace
+}  // namespace headroom

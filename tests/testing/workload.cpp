@@ -1,0 +1,145 @@
+// headroom-workload: allocates known amounts of each kind of memory, prints "ready", then
+// holds everything until its stdin closes (or a signal ends it). Sizes are bytes.
+//   --anon N             private anonymous memory, every page touched
+//   --shm-create PATH N  a tmpfs file of N bytes, mapped shared and touched (shmem)
+//   --shm-map PATH       map an existing tmpfs file shared and read every page
+//   --sparse N           touch one page per 2 MiB over N bytes of address space (page tables)
+//   --tmpfs-file PATH N  write a tmpfs file and close it: charged shmem that nobody maps
+//   --mlock N            anonymous memory locked with mlock
+//   --exit-after-ready   exit right after "ready" instead of waiting
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kPmdSpan = 2u << 20;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "headroom-workload: %s: %s\n", what.c_str(), std::strerror(errno));
+  std::exit(1);
+}
+
+std::size_t size(const char* s) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0') {
+    std::fprintf(stderr, "headroom-workload: bad size \"%s\"\n", s);
+    std::exit(2);
+  }
+  return static_cast<std::size_t>(v);
+}
+
+void* mapAnon(std::size_t n, bool no_huge) {
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) die("mmap anon");
+  // THP would turn one touched byte into 2 MiB: keep page counts exact whatever the setting.
+  if (no_huge) ::madvise(p, n, MADV_NOHUGEPAGE);
+  return p;
+}
+
+void touch(void* p, std::size_t n, std::size_t stride) {
+  auto* c = static_cast<volatile char*>(p);
+  for (std::size_t off = 0; off < n; off += stride) c[off] = 1;
+}
+
+void* mapShared(const char* path, std::size_t n, bool create) {
+  int fd = ::open(path, create ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR, 0600);
+  if (fd < 0) die(std::string("open ") + path);
+  if (create && ::ftruncate(fd, static_cast<off_t>(n)) != 0) die("ftruncate");
+  if (!create) {
+    off_t end = ::lseek(fd, 0, SEEK_END);
+    if (end < 0) die("lseek");
+    n = static_cast<std::size_t>(end);
+  }
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) die("mmap shared");
+  ::close(fd);
+  if (create) {
+    touch(p, n, kPage);
+  } else {
+    auto* c = static_cast<volatile char*>(p);
+    char sum = 0;
+    for (std::size_t off = 0; off < n; off += kPage) sum = static_cast<char>(sum + c[off]);
+    (void)sum;
+  }
+  return p;
+}
+
+void writeFile(const char* path, std::size_t n) {
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) die(std::string("open ") + path);
+  std::vector<char> buf(1 << 20, 'x');
+  for (std::size_t done = 0; done < n;) {
+    std::size_t chunk = std::min(buf.size(), n - done);
+    ssize_t w = ::write(fd, buf.data(), chunk);
+    if (w <= 0) die("write");
+    done += static_cast<std::size_t>(w);
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool exit_after_ready = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto need = [&](int n) {
+      if (i + n >= argc) {
+        std::fprintf(stderr, "headroom-workload: %s needs %d argument(s)\n", a.c_str(), n);
+        std::exit(2);
+      }
+    };
+    if (a == "--anon") {
+      need(1);
+      std::size_t n = size(argv[++i]);
+      touch(mapAnon(n, true), n, kPage);
+    } else if (a == "--shm-create") {
+      need(2);
+      const char* path = argv[++i];
+      mapShared(path, size(argv[++i]), true);
+    } else if (a == "--shm-map") {
+      need(1);
+      mapShared(argv[++i], 0, false);
+    } else if (a == "--sparse") {
+      need(1);
+      std::size_t n = size(argv[++i]);
+      // Align to 2 MiB so each touched page costs exactly one page-table page.
+      auto* base = static_cast<char*>(mapAnon(n + kPmdSpan, true));
+      std::size_t misalign = reinterpret_cast<std::uintptr_t>(base) % kPmdSpan;
+      touch(base + (kPmdSpan - misalign) % kPmdSpan, n, kPmdSpan);
+    } else if (a == "--tmpfs-file") {
+      need(2);
+      const char* path = argv[++i];
+      writeFile(path, size(argv[++i]));
+    } else if (a == "--mlock") {
+      need(1);
+      std::size_t n = size(argv[++i]);
+      void* p = mapAnon(n, true);
+      if (::mlock(p, n) != 0) die("mlock");
+    } else if (a == "--exit-after-ready") {
+      exit_after_ready = true;
+    } else {
+      std::fprintf(stderr, "headroom-workload: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  std::printf("ready %d\n", static_cast<int>(::getpid()));
+  std::fflush(stdout);
+  if (exit_after_ready) return 0;
+  char c;
+  while (::read(STDIN_FILENO, &c, 1) > 0) {
+  }
+  return 0;
+}

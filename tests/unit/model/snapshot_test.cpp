@@ -1,0 +1,103 @@
+#include <gtest/gtest.h>
+
+#include "headroom/collector.h"
+#include "headroom/snapshot.h"
+#include "headroom/snapshot_json.h"
+#include "testing/fixture_tree.h"
+
+namespace headroom {
+namespace {
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+std::shared_ptr<const Snapshot> provingSnapshot(const testing::FixtureTree& t, std::vector<std::string> rules = {}) {
+  testing::provingHostV1(t);
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  if (!c) throw std::runtime_error(c.error().describe());
+  auto raw = c->collect({});
+  if (!raw) throw std::runtime_error(raw.error().describe());
+  std::vector<RoleRule> parsed;
+  for (const auto& r : rules) parsed.push_back(*parseRoleRule(r));
+  return buildSnapshot(std::move(*raw), RoleMatcher(std::move(parsed)));
+}
+
+TEST(Snapshot, TightestBoundIsTheAncestorLimit) {
+  testing::FixtureTree t;
+  auto snap = provingSnapshot(t);
+  const CgroupSnapshot* prover = snap->findCgroup("/proving/prover");
+  ASSERT_NE(prover, nullptr);
+  ASSERT_EQ(prover->bounds.size(), 2u) << "its own is unlimited: /proving and the host";
+  EXPECT_EQ(prover->bounds[0].name, "/proving");
+  EXPECT_EQ(prover->bounds[1].name, "host");
+  EXPECT_EQ(prover->bounds[1].room(), 8 * kGiB) << "the host bound is MemAvailable, never MemTotal";
+  ASSERT_TRUE(prover->tightest.has_value());
+  EXPECT_EQ(prover->tightest->name, "/proving");
+  EXPECT_EQ(prover->headroom().value(), 3 * kGiB);
+  const CgroupSnapshot* root = snap->findCgroup("/");
+  ASSERT_NE(root, nullptr);
+  EXPECT_EQ(root->tightest->name, "host");
+}
+
+TEST(Snapshot, ProcessesAttributedToTheirDeepestCgroupWithRoles) {
+  testing::FixtureTree t;
+  auto snap = provingSnapshot(t, {"prover=comm:cuzk", "colocated=cmdline:^curio run"});
+  const ProcessSnapshot* cuzk = snap->findProcess(100);
+  ASSERT_NE(cuzk, nullptr);
+  EXPECT_EQ(cuzk->role, Role::kProver);
+  EXPECT_EQ(cuzk->cgroup, "/proving/prover");
+  EXPECT_EQ(snap->findProcess(101)->role, Role::kColocated);
+  EXPECT_EQ(snap->findProcess(102)->role, Role::kSystem);
+  EXPECT_EQ(snap->findProcess(102)->cgroup, "/");
+  const CgroupSnapshot* root = snap->findCgroup("/");
+  EXPECT_EQ(root->processes.size(), 3u) << "usage is hierarchical: the root's subtree holds everyone";
+  // Cgroups sorted by usage, biggest first.
+  EXPECT_EQ(snap->cgroups.front().memory.path, "/");
+}
+
+TEST(Snapshot, OverheadShareFollowsItsRule) {
+  testing::FixtureTree t;
+  auto snap = provingSnapshot(t);
+  const ProcessSnapshot* cuzk = snap->findProcess(100);
+  const CgroupSnapshot* cg = snap->findCgroup("/proving/prover");
+  // Alone in its cgroup: own page tables + all stacks + all other kernel memory.
+  std::uint64_t expect = cuzk->sample.status.vm_pte + cg->attribution.bytesOf(PartKind::kKernelStack).value() +
+                         cg->attribution.bytesOf(PartKind::kKernelOther).value();
+  EXPECT_EQ(cuzk->attribution.overhead_share, expect);
+  EXPECT_EQ(cuzk->attribution.page_tables, 8 * kMiB);
+  EXPECT_NE(cuzk->attribution.overhead_rule.find("VmPTE"), std::string::npos);
+  // The curio cgroup's 256 MiB shmem is mapped by curio: nothing unmapped there.
+  const CgroupSnapshot* curio = snap->findCgroup("/proving/curio");
+  EXPECT_EQ(curio->attribution.bytesOf(PartKind::kShmemMapped).value(), 256 * kMiB);
+  EXPECT_EQ(curio->attribution.bytesOf(PartKind::kShmemUnmapped).value(), 0u);
+}
+
+TEST(SnapshotJson, CarriesTheModel) {
+  testing::FixtureTree t;
+  auto snap = provingSnapshot(t, {"prover=comm:cuzk"});
+  nlohmann::json j = toJson(*snap);
+  EXPECT_EQ(j["schema_version"], kSnapshotSchemaVersion);
+  EXPECT_EQ(j["cgroup_mode"], "v1");
+  EXPECT_EQ(j["host"]["meminfo"]["mem_available_bytes"], 8 * kGiB);
+  bool found = false;
+  for (const auto& c : j["cgroups"]) {
+    if (c["memory"]["path"] != "/proving/prover") continue;
+    found = true;
+    EXPECT_EQ(c["headroom_bytes"], 3 * kGiB);
+    EXPECT_EQ(c["tightest_bound"]["name"], "/proving");
+    std::int64_t sum = c["attribution"]["unattributed_bytes"];
+    for (const auto& p : c["attribution"]["parts"]) sum += p["bytes"].get<std::int64_t>();
+    EXPECT_EQ(sum, c["memory"]["usage_bytes"].get<std::int64_t>()) << "parts add up to usage";
+  }
+  EXPECT_TRUE(found);
+  for (const auto& p : j["processes"]) {
+    if (p["pid"] == 100) {
+      EXPECT_EQ(p["role"], "prover");
+    }
+  }
+  EXPECT_EQ(j["stats"]["processes_vanished"], 1);
+}
+
+}  // namespace
+}  // namespace headroom
