@@ -39,7 +39,8 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   }
   auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)));
   if (opts.json) {
-    out << toJson(*snap).dump(2) << "\n";
+    // Command lines and comms are bytes, not always UTF-8: replace what is invalid, never throw.
+    out << toJson(*snap).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     out << renderSnapshotTable(*snap, opts.top);
   }

@@ -74,7 +74,12 @@ Role RoleMatcher::match(pid_t pid, pid_t self_pid, std::string_view comm, std::s
         if (comm == r.pattern) return r.role;
         break;
       case RoleRule::Kind::kCmdline:
-        if (std::regex_search(cmdline.begin(), cmdline.end(), r.regex)) return r.role;
+        try {
+          if (std::regex_search(cmdline.begin(), cmdline.end(), r.regex)) return r.role;
+        } catch (const std::regex_error&) {
+          // A pathological command line can exhaust the regex engine: no match, never a throw
+          // on the sampling path.
+        }
         break;
       case RoleRule::Kind::kCgroup:
         if (cgroupIsWithin(cgroup, r.pattern)) return r.role;

@@ -93,3 +93,23 @@ TEST(SnapshotCli, HelpAndVersionExitZero) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(SnapshotCli, NonUtf8CommandLinesDoNotBreakJson) {
+  testing::FixtureTree t;
+  testing::provingHostV1(t);
+  t.write("/proc/100/cmdline", std::string("cuzk\0\xff\xfe bad", 11));
+  auto r = testing::runCommand(cmd(t, {"--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  bool seen = false;
+  for (const auto& p : j["processes"]) {
+    if (p["pid"] == 100) seen = p["cmdline"].get<std::string>().rfind("cuzk ", 0) == 0;
+  }
+  EXPECT_TRUE(seen);
+}
+
+}  // namespace
+}  // namespace headroom
