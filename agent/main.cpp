@@ -49,6 +49,15 @@ int run(int argc, char** argv) {
   snapshot->add_option("--top", snap.top, "Processes shown per role in the table")->capture_default_str();
   bool no_smaps = false;
   snapshot->add_flag("--no-smaps", no_smaps, "Skip smaps_rollup (no PSS: faster on machines with many processes)");
+  bool no_bpf = false;
+  snapshot->add_flag("--no-bpf", no_bpf, "No BPF sensors: OOM kills from /dev/kmsg and cgroup counters alone");
+  snapshot->add_option("--cuda-library", snap.cuda_libraries, "A libcuda.so to probe (absolute path; repeatable)");
+  snapshot->add_option("--tracepoint", snap.tracepoints, "SENSOR=NAME: point a sensor at another tracepoint")
+      ->group("");  // for tests and odd kernels, not for everyday use
+  snapshot->add_flag("--watch-ooms", snap.watch_ooms, "Print OOM kills as they happen (with --json: one object per line)");
+  snapshot->add_option("--count", snap.max_ooms, "With --watch-ooms: stop after this many OOM kills");
+  snapshot->add_option("--seconds", snap.watch_seconds, "With --watch-ooms: stop after this many seconds")
+      ->check(CLI::NonNegativeNumber);
 
   try {
     app.parse(argc, argv);
@@ -60,6 +69,7 @@ int run(int argc, char** argv) {
   if (snapshot->parsed()) {
     snap.root = root;
     snap.smaps = !no_smaps;
+    snap.bpf = !no_bpf;
     return headroom::cli::runSnapshot(snap, std::cout, std::cerr);
   }
   return kExitBadInput;

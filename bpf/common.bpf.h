@@ -1,4 +1,6 @@
-/* Helpers shared by headroom's BPF programs. */
+/* Helpers and shared state of headroom's BPF programs. Each *.bpf.c is one concern; they are
+ * linked into one object (bpftool gen object), so the maps below are defined __weak here and
+ * merged, and the configuration lives once in common.bpf.c. */
 #ifndef HEADROOM_COMMON_BPF_H
 #define HEADROOM_COMMON_BPF_H
 
@@ -9,15 +11,137 @@
 
 #include "events.h"
 
-/* Looks a key up, inserting a zeroed value first when it is missing. NULL only when the map
- * refuses the insert (full, for a non-LRU map). */
+#ifndef SIGNAL_GROUP_EXIT
+#define SIGNAL_GROUP_EXIT 0x00000004
+#endif
+
+/* Configuration, set by user space before load (common.bpf.c defines them). */
+extern const volatile bool cfg_filter_cgroups;  /* false: every cgroup is tracked */
+extern const volatile bool cfg_cgroup_v1;       /* memory controller on v1: use the memory css */
+
+/* Lost events, per ring (enum hr_ring); user space exports them. */
+extern __u64 ring_drops[HR_RING_COUNT];
+/* Map inserts refused because a map was full (non-LRU maps only). */
+extern __u64 map_full_drops;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} oom_ring SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} exit_ring SEC(".maps") __weak;
+
+/* Memory cgroups to track (cgroup inode number -> 1), when cfg_filter_cgroups. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} tracked_cgroups SEC(".maps") __weak;
+
+/* Processes (tgid) named by oom:mark_victim, and their mm, until they exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} oom_victims SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64); /* mm pointer value */
+	__type(value, __u32); /* victim tgid */
+} oom_mms SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct fault_count);
+} fault_counts SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct proc_activity);
+} proc_activity SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct gpu_mem);
+} gpu_mem SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct gpu_alloc_key);
+	__type(value, __u64); /* size */
+} gpu_allocs SEC(".maps") __weak;
+
 static __always_inline void *lookup_or_init(void *map, const void *key, const void *zero)
 {
 	void *v = bpf_map_lookup_elem(map, key);
 	if (v)
 		return v;
-	bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
+	if (bpf_map_update_elem(map, key, zero, BPF_NOEXIST) == -7 /* -E2BIG: full */)
+		__sync_fetch_and_add(&map_full_drops, 1);
 	return bpf_map_lookup_elem(map, key);
+}
+
+/* The id of a task's memory cgroup: the memory css's cgroup on v1 (bpf_get_current_cgroup_id
+ * is the v2 id), the default hierarchy's cgroup on v2. Equal to the cgroup directory's inode. */
+static __always_inline __u64 task_memcg_id(struct task_struct *t)
+{
+	if (cfg_cgroup_v1) {
+		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+		struct css_set *cs = BPF_CORE_READ(t, cgroups);
+		struct cgroup_subsys_state *css = NULL;
+
+		if (id < 0 || id >= 16 || !cs)
+			return 0;
+		bpf_core_read(&css, sizeof(css), &cs->subsys[id]);
+		if (!css)
+			return 0;
+		return BPF_CORE_READ(css, cgroup, kn, id);
+	}
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+static __always_inline bool cgroup_tracked(__u64 cgid)
+{
+	if (!cfg_filter_cgroups)
+		return true;
+	return bpf_map_lookup_elem(&tracked_cgroups, &cgid) != NULL;
+}
+
+static __always_inline bool current_tracked(void)
+{
+	if (!cfg_filter_cgroups)
+		return true;
+	return cgroup_tracked(task_memcg_id(bpf_get_current_task_btf()));
+}
+
+static __always_inline void fill_task(struct hr_task *out, struct task_struct *t)
+{
+	out->pid = BPF_CORE_READ(t, pid);
+	out->tgid = BPF_CORE_READ(t, tgid);
+	BPF_CORE_READ_STR_INTO(&out->comm, t, comm);
+}
+
+/* Reserves ring space; a full ring is a counted drop, never a silent one. */
+static __always_inline void *ring_reserve(void *ring, int which, __u64 size)
+{
+	void *e = bpf_ringbuf_reserve(ring, size, 0);
+	if (!e && which >= 0 && which < HR_RING_COUNT)
+		__sync_fetch_and_add(&ring_drops[which], 1);
+	return e;
 }
 
 #endif /* HEADROOM_COMMON_BPF_H */

@@ -13,6 +13,8 @@
 #define HEADROOM_STATIC_ASSERT(c, m) _Static_assert(c, m)
 #endif
 
+#define HR_COMM_LEN 16
+
 /* Per thread group: exits seen by the exit-count program (the BPF pipeline's first program). */
 struct exit_count {
 	__u64 thread_exits;   /* every task of the group that exited */
@@ -21,5 +23,123 @@ struct exit_count {
 	__u32 _pad;
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct exit_count) == 24, "exit_count ABI");
+
+/* Ring buffers, each with its own drop counter (index into `ring_drops`). OOM kills and
+ * exits have a ring of their own so that nothing else can crowd them out. */
+enum hr_ring {
+	HR_RING_OOM = 0,   /* OOM victims and reaping */
+	HR_RING_EXIT = 1,  /* process exits */
+	HR_RING_COUNT = 2,
+};
+
+enum hr_event_type {
+	HR_EV_OOM_VICTIM = 1,
+	HR_EV_REAP_START = 2,
+	HR_EV_REAP_FINISH = 3,
+	HR_EV_EXIT = 4,
+};
+
+struct hr_task {
+	__u32 pid;   /* thread id */
+	__u32 tgid;  /* process id */
+	char comm[HR_COMM_LEN];
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct hr_task) == 24, "hr_task ABI");
+
+/* oom:mark_victim. The trigger is the task the tracepoint runs in (the allocating task, for a
+ * limit hit). On kernels whose tracepoint carries only a pid (6.8 and older), the victim's
+ * figures are absent (flags lack HR_OOM_VICTIM_TASK) and come from /dev/kmsg. */
+#define HR_OOM_VICTIM_TASK (1u << 0)   /* victim fields below come from its task_struct */
+#define HR_OOM_VICTIM_EXITING (1u << 1) /* the victim was already exiting when marked */
+struct oom_victim_event {
+	__u32 type;              /* HR_EV_OOM_VICTIM */
+	__u32 flags;
+	__u64 ts_ns;             /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u64 boot_ts_ns;        /* CLOCK_BOOTTIME */
+	struct hr_task trigger;
+	__u64 trigger_cgroup_id; /* memory cgroup (v1) or unified cgroup (v2) inode number */
+	struct hr_task victim;
+	__u32 victim_uid;
+	__s32 victim_oom_score_adj;
+	__u64 victim_cgroup_id;
+	__u64 victim_mm;         /* opaque: tells processes sharing the victim's mm */
+	__u64 victim_total_vm_pages;
+	__u64 victim_rss_file_pages;
+	__u64 victim_rss_anon_pages;
+	__u64 victim_swapents;
+	__u64 victim_rss_shmem_pages;
+	__u64 victim_pgtables_bytes;
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct oom_victim_event) == 152, "oom_victim_event ABI");
+
+struct reap_event {
+	__u32 type;  /* HR_EV_REAP_START / HR_EV_REAP_FINISH */
+	__u32 pid;
+	__u64 ts_ns;
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct reap_event) == 16, "reap_event ABI");
+
+#define HR_EXIT_OOM_MARKED (1u << 0)      /* oom:mark_victim named this process */
+#define HR_EXIT_SHARES_OOM_MM (1u << 1)   /* it shared the mm of a marked victim */
+struct exit_event {
+	__u32 type;  /* HR_EV_EXIT */
+	__u32 flags;
+	__u64 ts_ns;
+	struct hr_task task;  /* the last task of the group; pid = tgid for the leader */
+	__s32 exit_code;      /* wait status: (code << 8) | terminating signal */
+	__u32 _pad;
+	__u64 cgroup_id;
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct exit_event) == 56, "exit_event ABI");
+
+/* Per process, hot counters: page faults (per CPU, summed by user space). */
+struct fault_count {
+	__u64 faults;
+};
+
+/* Per process, the rest of its memory activity (one entry per tgid, LRU-bounded). */
+struct proc_activity {
+	__u64 mmap_bytes;
+	__u64 munmap_bytes;
+	__u64 mremap_grow_bytes;
+	__u64 mremap_shrink_bytes;
+	__u64 mlock_bytes;
+	__u64 munlock_bytes;
+	/* kmem:rss_stat: the mm's counters at the last change, in pages */
+	__u64 rss_file_pages;
+	__u64 rss_anon_pages;
+	__u64 rss_swapents;
+	__u64 rss_shmem_pages;
+	__u64 rss_updates;
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct proc_activity) == 88, "proc_activity ABI");
+
+/* CUDA memory per process, from uprobes on the driver (and optionally runtime) API. */
+struct gpu_mem {
+	__u64 pinned_live;
+	__u64 pinned_peak;
+	__u64 pinned_allocs;
+	__u64 pinned_frees;
+	__u64 device_live;
+	__u64 device_peak;
+	__u64 device_allocs;
+	__u64 device_frees;
+	__u64 failed_calls;   /* calls that returned an error: counted, never sized */
+	__u64 implicit_frees; /* bytes released by context destruction */
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct gpu_mem) == 80, "gpu_mem ABI");
+
+enum hr_alloc_kind {
+	HR_ALLOC_PINNED = 1,
+	HR_ALLOC_DEVICE = 2,
+};
+
+/* One live allocation, so that a free subtracts the size that was allocated. */
+struct gpu_alloc_key {
+	__u32 tgid;
+	__u32 kind;  /* enum hr_alloc_kind */
+	__u64 addr;  /* host pointer, device pointer, or VMM handle */
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key ABI");
 
 #endif /* HEADROOM_BPF_EVENTS_H */

@@ -2,7 +2,12 @@
 /* Counts task exits per thread group and records the group's exit code when its last task
  * goes. The first program of headroom's BPF pipeline (CO-RE, skeleton, C++ owner); the exit
  * sensor proper builds on it. tp_btf needs no tracefs. */
-#include "common.bpf.h"
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "events.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -24,9 +29,13 @@ int BPF_PROG(count_exit, struct task_struct *p)
 	struct exit_count *c;
 
 	__sync_fetch_and_add(&total_exits, 1);
-	c = lookup_or_init(&exit_counts, &tgid, &zero);
-	if (!c)
-		return 0;
+	c = bpf_map_lookup_elem(&exit_counts, &tgid);
+	if (!c) {
+		bpf_map_update_elem(&exit_counts, &tgid, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&exit_counts, &tgid);
+		if (!c)
+			return 0;
+	}
 	__sync_fetch_and_add(&c->thread_exits, 1);
 	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {

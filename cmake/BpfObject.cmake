@@ -17,21 +17,35 @@ if(NOT EXISTS ${HEADROOM_VMLINUX_DIR}/vmlinux.h)
   message(FATAL_ERROR "${HEADROOM_VMLINUX_DIR}/vmlinux.h missing: run bpf/vmlinux/gen-vmlinux.sh")
 endif()
 
-function(bpf_object name src)
+# bpf_object(<name> <src.bpf.c>...): each source compiled on its own; several are statically
+# linked (bpftool gen object) into one object whose maps and globals they share.
+function(bpf_object name)
   set(out_dir ${CMAKE_BINARY_DIR}/bpf)
   set(obj ${out_dir}/${name}.bpf.o)
   set(skel ${out_dir}/${name}.skel.h)
-  get_filename_component(src_abs ${src} ABSOLUTE)
   file(GLOB bpf_headers ${PROJECT_SOURCE_DIR}/bpf/*.h)
+  set(parts)
+  foreach(src ${ARGN})
+    get_filename_component(src_abs ${src} ABSOLUTE)
+    get_filename_component(stem ${src} NAME_WE)
+    set(part ${out_dir}/${name}.${stem}.o)
+    add_custom_command(
+      OUTPUT ${part}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${out_dir}
+      COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_${HEADROOM_BPF_ARCH}
+              -Wall -Werror -Wno-unused-function
+              -I${HEADROOM_VMLINUX_DIR} -I${PROJECT_SOURCE_DIR}/bpf
+              -c ${src_abs} -o ${part}
+      DEPENDS ${src_abs} ${bpf_headers}
+      COMMENT "BPF ${stem}.bpf.c"
+      VERBATIM)
+    list(APPEND parts ${part})
+  endforeach()
   add_custom_command(
     OUTPUT ${obj}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${out_dir}
-    COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_${HEADROOM_BPF_ARCH}
-            -Wall -Werror -Wno-unused-function
-            -I${HEADROOM_VMLINUX_DIR} -I${PROJECT_SOURCE_DIR}/bpf
-            -c ${src_abs} -o ${obj}
-    COMMAND ${BPF_STRIP} -g ${obj}
-    DEPENDS ${src_abs} ${bpf_headers}
+    COMMAND ${BPFTOOL} gen object ${obj}.linked ${parts}
+    COMMAND ${BPF_STRIP} -g ${obj}.linked -o ${obj}
+    DEPENDS ${parts}
     COMMENT "BPF ${name}.bpf.o"
     VERBATIM)
   add_custom_command(

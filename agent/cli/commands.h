@@ -26,6 +26,12 @@ struct SnapshotOptions {
   std::vector<std::string> role_rules;
   std::size_t top = 5;  // processes shown per role in the table
   bool smaps = true;
+  bool bpf = true;  // false: /dev/kmsg and cgroup files only
+  std::vector<std::string> cuda_libraries;
+  std::vector<std::string> tracepoints;  // SENSOR=NAME overrides
+  bool watch_ooms = false;               // print OOM kills as they happen
+  std::size_t max_ooms = 0;              // stop after this many (0: never)
+  double watch_seconds = 0;              // stop after this long (0: never)
 };
 
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err);

@@ -1,12 +1,51 @@
 #include <fmt/format.h>
 
+#include <atomic>
+#include <csignal>
 #include <ostream>
 
 #include "agent/cli/commands.h"
 #include "headroom/collector.h"
+#include "headroom/sensors.h"
 #include "headroom/snapshot_json.h"
+#include "headroom/units.h"
 
 namespace headroom::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void onStopSignal(int) { g_stop = true; }
+
+std::string oomLine(const OomEvent& e) {
+  std::string victims;
+  for (const OomVictim& v : e.victims) {
+    if (!victims.empty()) victims += "; ";
+    victims += fmt::format("pid {} ({}) in {}", v.tgid != 0 ? v.tgid : v.pid, v.comm, v.cgroup.empty() ? "?" : v.cgroup);
+    if (v.anon_rss) {
+      victims += fmt::format(" anon {} file {} shmem {} pgtables {}", formatBytes(*v.anon_rss),
+                             formatBytes(v.file_rss.value_or(0)), formatBytes(v.shmem_rss.value_or(0)),
+                             formatBytes(v.pgtables.value_or(0)));
+    }
+    if (v.kill_skipped) victims += " (already exiting: no kill sent)";
+  }
+  std::string domain = e.global ? "the whole machine" : e.domain_cgroup.value_or("?");
+  if (e.domain_limit_bytes)
+    domain += fmt::format(" (limit {}, usage {})", formatBytes(*e.domain_limit_bytes),
+                          formatBytes(e.domain_usage_bytes.value_or(0)));
+  std::string sources = e.from_bpf && e.from_kmsg ? "bpf+kmsg" : e.from_bpf ? "bpf" : "kmsg";
+  return fmt::format("OOM kill: {} | OOM domain {} | trigger pid {} ({}) | {} [{}]", victims, domain, e.trigger_pid,
+                     e.trigger_comm, e.constraint.empty() ? "constraint unknown" : e.constraint, sources);
+}
+
+void fillFromSensors(RawSample& raw, const Sensors& sensors) {
+  raw.sensors = sensors.status();
+  for (const ProcessSample& p : raw.processes) {
+    if (auto a = sensors.activity(p.pid)) raw.activity[p.pid] = *a;
+    if (auto g = sensors.gpu(p.pid)) raw.gpu[p.pid] = *g;
+  }
+}
+
+}  // namespace
 
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err) {
   std::vector<RoleRule> rules;
@@ -18,6 +57,17 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
     }
     rules.push_back(std::move(*r));
   }
+  SensorsConfig sc;
+  sc.bpf = opts.bpf;
+  sc.cuda_libraries = opts.cuda_libraries;
+  for (const auto& spec : opts.tracepoints) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      err << "headroom snapshot: --tracepoint: \"" << spec << "\" is not SENSOR=NAME\n";
+      return kExitBadInput;
+    }
+    sc.tracepoints[spec.substr(0, eq)] = spec.substr(eq + 1);
+  }
   auto fs = FsRoot::open(opts.root);
   if (!fs) {
     err << "headroom snapshot: --root: " << fs.error().describe() << "\n";
@@ -28,6 +78,36 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
     err << "headroom snapshot: " << collector.error().describe() << "\n";
     return kExitBadInput;
   }
+  // The sensors read the live kernel: a fixture root has none.
+  if (!fs->isLive()) {
+    sc.bpf = false;
+    sc.kmsg = false;
+  }
+  auto sensors = Sensors::start(*fs, sc, collector->mounts());
+
+  if (opts.watch_ooms) {
+    std::signal(SIGINT, onStopSignal);
+    std::signal(SIGTERM, onStopSignal);
+    if (!opts.json) {
+      for (const auto& s : sensors->status())
+        out << fmt::format("sensor {}: {}{}\n", s.name, toString(s.state), s.reason.empty() ? "" : " (" + s.reason + ")");
+      out << "watching for OOM kills (Ctrl-C to stop)\n" << std::flush;
+    }
+    std::size_t seen = 0;
+    auto deadline = opts.watch_seconds > 0
+                        ? std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(opts.watch_seconds * 1000))
+                        : std::chrono::steady_clock::time_point::max();
+    while (!g_stop && std::chrono::steady_clock::now() < deadline) {
+      sensors->poll(100);
+      for (const OomEvent& e : sensors->takeOomEvents()) {
+        out << (opts.json ? dumpJson(toJson(e)) : oomLine(e)) << "\n" << std::flush;
+        if (opts.max_ooms > 0 && ++seen >= opts.max_ooms) return kExitOk;
+      }
+      (void)sensors->takeExitEvents();
+    }
+    return kExitOk;
+  }
+
   CollectOptions co;
   co.cgroup = opts.cgroup;
   co.pid = opts.pid;
@@ -37,10 +117,10 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
     err << "headroom snapshot: " << raw.error().describe() << "\n";
     return kExitBadInput;
   }
+  fillFromSensors(*raw, *sensors);
   auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)));
   if (opts.json) {
-    // Command lines and comms are bytes, not always UTF-8: replace what is invalid, never throw.
-    out << toJson(*snap).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out << dumpJson(toJson(*snap), 2) << "\n";
   } else {
     out << renderSnapshotTable(*snap, opts.top);
   }

@@ -62,6 +62,17 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
     o += "\n";
   }
 
+  if (!s.sensors.empty()) {
+    std::string line;
+    std::string reasons;
+    for (const SensorStatus& ss : s.sensors) {
+      line += fmt::format("  {} {}", ss.name, toString(ss.state));
+      if (ss.state != SensorState::kActive && !ss.reason.empty())
+        reasons += fmt::format("    {}: {}\n", ss.name, ss.reason);
+    }
+    o += "\nSENSORS\n " + line + "\n" + reasons;
+  }
+
   o += "\nCGROUPS  (~ estimated; headroom = room under the tightest bound)\n";
   o += fmt::format("  {:<44} {:>10} {:>10} {:>10} {:>10}  {}\n", "CGROUP", "LIMIT", "USAGE", "PEAK", "HEADROOM", "BOUND");
   for (const CgroupSnapshot& c : s.cgroups) {
@@ -85,8 +96,8 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
   }
 
   o += fmt::format("\nPROCESSES  (top {} per role by PSS; overhead = share of the cgroup's invisible memory)\n", top);
-  o += fmt::format("  {:<9} {:>7} {:<16} {:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "ROLE", "PID", "COMM",
-                   "CGROUP", "RSS", "PSS", "ANON", "FILE", "SHMEM", "PTE", "OVERHEAD");
+  o += fmt::format("  {:<9} {:>7} {:<16} {:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "ROLE", "PID",
+                   "COMM", "CGROUP", "RSS", "PSS", "ANON", "FILE", "SHMEM", "PTE", "OVERHEAD", "PINNED");
   std::map<Role, std::size_t> shown;
   // Walk cgroups in table order and their processes by PSS, so the biggest come first.
   std::vector<std::size_t> order;
@@ -107,11 +118,12 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
       if (s.focus_pid && p.sample.pid != *s.focus_pid) continue;
       if (shown[role]++ >= top) break;
       const ProcessAttribution& a = p.attribution;
-      o += fmt::format("  {:<9} {:>7} {:<16} {:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", toString(p.role),
-                       p.sample.pid, p.sample.comm, shorten(p.sample.memory_cgroup, 28), formatBytes(a.rss),
-                       a.pss ? formatBytes(*a.pss) : "-", formatBytes(a.pss_anon.value_or(a.rss_anon)),
-                       formatBytes(a.pss_file.value_or(a.rss_file)), formatBytes(a.pss_shmem.value_or(a.rss_shmem)),
-                       formatBytes(a.page_tables), formatBytes(a.overhead_share));
+      o += fmt::format("  {:<9} {:>7} {:<16} {:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                       toString(p.role), p.sample.pid, p.sample.comm, shorten(p.sample.memory_cgroup, 28),
+                       formatBytes(a.rss), a.pss ? formatBytes(*a.pss) : "-",
+                       formatBytes(a.pss_anon.value_or(a.rss_anon)), formatBytes(a.pss_file.value_or(a.rss_file)),
+                       formatBytes(a.pss_shmem.value_or(a.rss_shmem)), formatBytes(a.page_tables),
+                       formatBytes(a.overhead_share), a.pinned ? formatBytes(a.pinned->live_bytes) : "-");
     }
   }
   const CollectStats& st = s.stats;

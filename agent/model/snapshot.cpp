@@ -84,6 +84,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   snap->self_pid = raw.self_pid;
   snap->focus_pid = raw.focus_pid;
   snap->stats = std::move(raw.stats);
+  snap->sensors = std::move(raw.sensors);
 
   // Each process is attributed to the deepest watched cgroup that holds it.
   std::vector<std::string> watched;
@@ -102,6 +103,22 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     ps.role = roles.match(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
     ps.cgroup = deepestWatched(p.memory_cgroup);
     ps.attribution = visibleOf(p);
+    if (auto it = raw.activity.find(p.pid); it != raw.activity.end()) ps.activity = it->second;
+    if (auto it = raw.gpu.find(p.pid); it != raw.gpu.end()) {
+      const GpuMemory& g = it->second;
+      PinnedOverlay pin;
+      pin.live_bytes = g.pinned_live;
+      pin.peak_bytes = g.pinned_peak;
+      pin.allocations = g.pinned_allocs;
+      pin.source = "uprobes on the CUDA API";
+      auto res = raw.pinned_inside_rss.find(p.pid);
+      pin.residency = res == raw.pinned_inside_rss.end() ? PinnedOverlay::Residency::kUnknown
+                      : res->second                       ? PinnedOverlay::Residency::kInsideRss
+                                                          : PinnedOverlay::Residency::kOutsideRss;
+      ps.attribution.pinned = pin;
+      ps.attribution.device_bytes = g.device_live;
+      ps.attribution.device_peak_bytes = g.device_peak;
+    }
     ps.sample = std::move(p);
     snap->processes.push_back(std::move(ps));
   }

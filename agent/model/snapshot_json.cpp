@@ -63,6 +63,20 @@ json toJson(const PinnedOverlay& p) {
           {"source", p.source}};
 }
 
+json toJson(const ProcessActivity& a) {
+  return {{"faults", a.faults},
+          {"mmap_bytes", a.mmap_bytes},
+          {"munmap_bytes", a.munmap_bytes},
+          {"mremap_grow_bytes", a.mremap_grow_bytes},
+          {"mremap_shrink_bytes", a.mremap_shrink_bytes},
+          {"mlock_bytes", a.mlock_bytes},
+          {"munlock_bytes", a.munlock_bytes},
+          {"rss_file_bytes", opt(a.rss_file)},
+          {"rss_anon_bytes", opt(a.rss_anon)},
+          {"rss_shmem_bytes", opt(a.rss_shmem)},
+          {"swap_bytes", opt(a.swap)}};
+}
+
 json toJson(const ProcessSnapshot& p) {
   const ProcessSample& s = p.sample;
   const ProcessAttribution& a = p.attribution;
@@ -94,6 +108,9 @@ json toJson(const ProcessSnapshot& p) {
       {"overhead_share_bytes", a.overhead_share},
       {"overhead_rule", a.overhead_rule},
       {"pinned", a.pinned ? toJson(*a.pinned) : json(nullptr)},
+      {"device_bytes", opt(a.device_bytes)},
+      {"device_peak_bytes", opt(a.device_peak_bytes)},
+      {"activity", p.activity ? toJson(*p.activity) : json(nullptr)},
   };
 }
 
@@ -164,7 +181,11 @@ json toJson(const Snapshot& s) {
   json procs = json::array();
   for (const ProcessSnapshot& p : s.processes) procs.push_back(toJson(p));
   const CollectStats& st = s.stats;
+  json sensors = json::array();
+  for (const SensorStatus& ss : s.sensors)
+    sensors.push_back({{"name", ss.name}, {"state", toString(ss.state)}, {"reason", ss.reason}});
   return {
+      {"sensors", sensors},
       {"schema_version", kSnapshotSchemaVersion},
       {"wall_time_ns", s.wall_time_ns},
       {"cgroup_mode", toString(s.mode)},
@@ -185,6 +206,74 @@ json toJson(const Snapshot& s) {
         {"kernel_threads", st.kernel_threads},
         {"warnings", st.warnings}}},
   };
+}
+
+std::string dumpJson(const json& j, int indent) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+json toJson(const OomEvent& e) {
+  json victims = json::array();
+  for (const OomVictim& v : e.victims) {
+    victims.push_back({{"pid", v.pid},
+                       {"tgid", v.tgid},
+                       {"comm", v.comm},
+                       {"uid", opt(v.uid)},
+                       {"oom_score_adj", opt(v.oom_score_adj)},
+                       {"cgroup", v.cgroup},
+                       {"total_vm_bytes", opt(v.total_vm)},
+                       {"anon_rss_bytes", opt(v.anon_rss)},
+                       {"file_rss_bytes", opt(v.file_rss)},
+                       {"shmem_rss_bytes", opt(v.shmem_rss)},
+                       {"pgtables_bytes", opt(v.pgtables)},
+                       {"swap_bytes", opt(v.swap)},
+                       {"kill_skipped", v.kill_skipped}});
+  }
+  json tasks = json::array();
+  for (const OomTaskDumpEntry& t : e.tasks) {
+    tasks.push_back({{"pid", t.pid},
+                     {"uid", t.uid},
+                     {"tgid", t.tgid},
+                     {"total_vm_bytes", t.total_vm_bytes},
+                     {"rss_bytes", t.rss_bytes},
+                     {"rss_anon_bytes", opt(t.rss_anon_bytes)},
+                     {"rss_file_bytes", opt(t.rss_file_bytes)},
+                     {"rss_shmem_bytes", opt(t.rss_shmem_bytes)},
+                     {"pgtables_bytes", t.pgtables_bytes},
+                     {"swap_bytes", t.swap_bytes},
+                     {"oom_score_adj", t.oom_score_adj},
+                     {"name", t.name}});
+  }
+  return {{"id", e.id},
+          {"wall_time_ns", e.wall_time_ns},
+          {"monotonic_time_ns", e.monotonic_time_ns},
+          {"victims", victims},
+          {"trigger", {{"pid", e.trigger_pid}, {"tgid", e.trigger_tgid}, {"comm", e.trigger_comm}, {"cgroup", e.trigger_cgroup}}},
+          {"constraint", e.constraint},
+          {"oom_domain",
+           {{"cgroup", opt(e.domain_cgroup)},
+            {"global", e.global},
+            {"limit_bytes", opt(e.domain_limit_bytes)},
+            {"usage_bytes", opt(e.domain_usage_bytes)}}},
+          {"tasks", tasks},
+          {"sources", {{"bpf", e.from_bpf}, {"kmsg", e.from_kmsg}}},
+          {"reap_start_ns", opt(e.reap_start_ns)},
+          {"reap_finish_ns", opt(e.reap_finish_ns)}};
+}
+
+json toJson(const ExitEvent& e) {
+  return {{"pid", e.pid},
+          {"comm", e.comm},
+          {"outcome", e.describe()},
+          {"kind", toString(e.kind)},
+          {"code", e.code},
+          {"signal", e.signal},
+          {"wait_status", e.wait_status},
+          {"oom_marked", e.oom_marked},
+          {"shares_oom_mm", e.shares_oom_mm},
+          {"cgroup", e.cgroup},
+          {"monotonic_time_ns", e.monotonic_time_ns},
+          {"note", e.note}};
 }
 
 }  // namespace headroom

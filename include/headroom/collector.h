@@ -14,6 +14,7 @@
 #include "headroom/fs_root.h"
 #include "headroom/procfs.h"
 #include "headroom/result.h"
+#include "headroom/sensor_data.h"
 
 namespace headroom {
 
@@ -52,6 +53,12 @@ struct RawSample {
   pid_t self_pid = 0;
   std::optional<pid_t> focus_pid;  // --pid: the process the user asked about
   CollectStats stats;
+  // Filled by whoever owns the sensors (not the collector): their state and what they
+  // counted per process (by tgid), including the pinned allocations' residency.
+  std::vector<SensorStatus> sensors;
+  std::map<pid_t, ProcessActivity> activity;
+  std::map<pid_t, GpuMemory> gpu;
+  std::map<pid_t, bool> pinned_inside_rss;  // from the mappings' VmFlags
 };
 
 class Collector {

@@ -1,15 +1,22 @@
-// BPF sensors: owners of the libbpf skeletons (open -> size maps -> load -> attach, RAII).
-// For now the exit counter, which proves the pipeline from .bpf.c to a loaded, attached program.
+// BPF sensors: owners of the libbpf skeletons (open -> set rodata and map sizes -> load ->
+// attach, each step checked, RAII), the ring-buffer consumer, and the /dev/kmsg OOM source.
+// Every sensor reports its state; one that cannot attach never stops the others.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "headroom/cgroup.h"
+#include "headroom/fs_root.h"
+#include "headroom/oom.h"
 #include "headroom/result.h"
+#include "headroom/sensor_data.h"
 
 struct exitcount_bpf;
 
@@ -17,6 +24,24 @@ namespace headroom {
 
 // Routes libbpf's own log lines into spdlog (once per process; idempotent).
 void routeLibbpfLogToSpdlog();
+
+namespace detail {
+// Keeps libbpf's warnings on this thread while it lives (to learn which program failed).
+class LibbpfLogCapture {
+ public:
+  LibbpfLogCapture();
+  ~LibbpfLogCapture();
+  LibbpfLogCapture(const LibbpfLogCapture&) = delete;
+  LibbpfLogCapture& operator=(const LibbpfLogCapture&) = delete;
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  std::string* previous_;
+};
+// The program named in libbpf's "prog 'NAME': failed to load", or "".
+std::string failedProgram(const std::string& log);
+}  // namespace detail
 
 // Whether this kernel exposes a tracepoint, told by BTF alone (no tracefs needed):
 // a `btf_trace_<name>` typedef exists for every tracepoint the kernel has.
@@ -44,5 +69,73 @@ class ExitCounter {
   explicit ExitCounter(std::unique_ptr<exitcount_bpf, SkelDeleter> s) : skel_(std::move(s)) {}
   std::unique_ptr<exitcount_bpf, SkelDeleter> skel_;
 };
+
+struct SensorsConfig {
+  bool bpf = true;   // false (--no-bpf): /dev/kmsg and cgroup files only
+  bool kmsg = true;
+  bool faults = true, mmap = true, rss = true, cuda = true;
+  // Memory cgroup ids (directory inode numbers) to track; nullopt: every cgroup.
+  std::optional<std::vector<std::uint64_t>> tracked_cgroups;
+  // Ring and map sizes (ring sizes: a power of two, at least one page).
+  std::uint32_t oom_ring_bytes = 256 * 1024;
+  std::uint32_t exit_ring_bytes = 256 * 1024;
+  std::uint32_t max_processes = 16384;     // per-process counter maps (LRU)
+  std::uint32_t max_cuda_allocations = 65536;
+  std::uint32_t max_tracked_cgroups = 4096;
+  // CUDA: driver libraries (libcuda.so.1) to probe; empty: found automatically. Runtime
+  // targets: libcudart or binaries with the runtime linked in (optional second attach point).
+  std::vector<std::string> cuda_libraries;
+  std::vector<std::string> cuda_runtime_targets;
+  // Tracepoint names by sensor ("faults" -> "page_fault_user"), to point a sensor elsewhere;
+  // a name this kernel lacks makes that sensor degraded (tests use it to simulate).
+  std::map<std::string, std::string> tracepoints;
+};
+
+struct SensorCounters {
+  std::uint64_t oom_ring_drops = 0, exit_ring_drops = 0, map_full_drops = 0;
+  std::uint64_t kmsg_lost = 0, kmsg_reports_abandoned = 0;
+  std::uint64_t events = 0;  // records consumed from the rings
+};
+
+class Sensors {
+ public:
+  // Never fails because a sensor is missing: each sensor's state says what happened.
+  static std::unique_ptr<Sensors> start(const FsRoot& fs, const SensorsConfig& cfg, const CgroupMounts& mounts);
+  ~Sensors();
+  Sensors(const Sensors&) = delete;
+  Sensors& operator=(const Sensors&) = delete;
+
+  const std::vector<SensorStatus>& status() const;
+  // Consumes what the rings and /dev/kmsg hold, waiting up to timeout_ms for the first record.
+  void poll(int timeout_ms);
+  std::vector<OomEvent> takeOomEvents();
+  std::vector<ExitEvent> takeExitEvents();
+
+  std::optional<ProcessActivity> activity(pid_t tgid) const;
+  std::optional<GpuMemory> gpu(pid_t tgid) const;
+  SensorCounters counters() const;
+
+  // Replaces the set of tracked cgroups (when the config filters by cgroup).
+  Status trackCgroups(const std::vector<std::uint64_t>& ids);
+  // Attaches the CUDA probes to one more library or binary (absolute path).
+  Status attachCuda(const std::string& path, bool runtime);
+  // Looks for libcuda.so* in the maps of these processes and attaches to any new one.
+  void discoverCuda(const std::vector<pid_t>& pids);
+
+  struct Impl;
+
+ private:
+  explicit Sensors(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Which of two tracepoint signatures this kernel has, told by BTF: the number of arguments of
+// btf_trace_<name> (without the leading void *) and whether the first is a pointer.
+struct TracepointSignature {
+  bool exists = false;
+  int args = 0;
+  bool first_is_pointer = false;
+};
+TracepointSignature tracepointSignature(const std::string& name);
 
 }  // namespace headroom

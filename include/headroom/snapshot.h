@@ -84,6 +84,7 @@ struct ProcessAttribution {
   std::uint64_t overhead_share = 0;
   std::string overhead_rule;
   std::optional<PinnedOverlay> pinned;
+  std::optional<std::uint64_t> device_bytes, device_peak_bytes;  // CUDA device memory (sensors)
 };
 
 struct ProcessSnapshot {
@@ -91,6 +92,7 @@ struct ProcessSnapshot {
   Role role = Role::kSystem;
   std::string cgroup;  // the watched cgroup it is attributed to (its own, or nearest ancestor)
   ProcessAttribution attribution;
+  std::optional<ProcessActivity> activity;  // from the BPF sensors, when they run
 };
 
 // One limit that bounds a cgroup: its own, an ancestor's, or the host's MemAvailable.
@@ -130,6 +132,7 @@ struct Snapshot {
   pid_t self_pid = 0;
   std::optional<pid_t> focus_pid;
   CollectStats stats;
+  std::vector<SensorStatus> sensors;
 
   const CgroupSnapshot* findCgroup(std::string_view path) const;
   const ProcessSnapshot* findProcess(pid_t pid) const;

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Live RSS per process from kmem:rss_stat. 6.2+ passes (mm, member) and fires on every change;
+ * before 6.2 it passes (mm, member, count) and fires only when per-task counters sync. Both
+ * programs are built; user space loads the one the kernel's signature fits. `member` also
+ * counts swap entries (MM_SWAPENTS), kept apart from RSS. */
+#include "common.bpf.h"
+
+struct mm_rss_stat___old {
+	atomic_long_t count[4];
+};
+struct mm_struct___old {
+	struct mm_rss_stat___old rss_stat;
+};
+
+static __always_inline int record(struct mm_struct *mm, int member, long count)
+{
+	static const struct proc_activity zero = {};
+	struct proc_activity *a;
+	__u32 tgid;
+
+	if (!current_tracked())
+		return 0;
+	/* The mm's owner, not current: reclaim and unmapping change other processes' mms. */
+	if (bpf_core_field_exists(mm->owner))
+		tgid = BPF_CORE_READ(mm, owner, tgid);
+	else
+		tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!tgid)
+		return 0;
+	a = lookup_or_init(&proc_activity, &tgid, &zero);
+	if (!a)
+		return 0;
+	if (count < 0)
+		count = 0;
+	switch (member) {
+	case 0: a->rss_file_pages = count; break;
+	case 1: a->rss_anon_pages = count; break;
+	case 2: a->rss_swapents = count; break;
+	case 3: a->rss_shmem_pages = count; break;
+	default: return 0;
+	}
+	a->rss_updates++;
+	return 0;
+}
+
+/* Constant indices only: a variable index into a trusted pointer is refused by the verifier. */
+static __always_inline long mm_count(struct mm_struct *mm, int member)
+{
+	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
+		struct mm_struct___old *old = (void *)mm;
+		switch (member) {
+		case 0: return BPF_CORE_READ(old, rss_stat.count[0].counter);
+		case 1: return BPF_CORE_READ(old, rss_stat.count[1].counter);
+		case 2: return BPF_CORE_READ(old, rss_stat.count[2].counter);
+		default: return BPF_CORE_READ(old, rss_stat.count[3].counter);
+		}
+	}
+	switch (member) {
+	case 0: return BPF_CORE_READ(mm, rss_stat[0].count);
+	case 1: return BPF_CORE_READ(mm, rss_stat[1].count);
+	case 2: return BPF_CORE_READ(mm, rss_stat[2].count);
+	default: return BPF_CORE_READ(mm, rss_stat[3].count);
+	}
+}
+
+SEC("tp_btf/rss_stat")
+int BPF_PROG(rss_stat_new, struct mm_struct *mm, int member)
+{
+	if (member < 0 || member > 3)
+		return 0;
+	return record(mm, member, mm_count(mm, member));
+}
+
+SEC("tp_btf/rss_stat")
+int BPF_PROG(rss_stat_old, struct mm_struct *mm, int member, long count)
+{
+	/* The argument is in pages (the event's own `size` field is what is shifted to bytes). */
+	return record(mm, member, count);
+}
