@@ -13,8 +13,9 @@ namespace {
 constexpr std::uint64_t kPage = 4096;
 
 std::optional<std::uint64_t> kbValue(std::string_view v) {
-  // "65536kB"
-  if (v.size() > 2 && v.substr(v.size() - 2) == "kB") v.remove_suffix(2);
+  // "65536kB"; without the unit the value was cut short and is not a number we trust.
+  if (v.size() <= 2 || v.substr(v.size() - 2) != "kB") return std::nullopt;
+  v.remove_suffix(2);
   auto n = parseU64(v);
   if (!n) return std::nullopt;
   return *n * 1024;

@@ -84,6 +84,13 @@ Result<std::string> ChildProcess::readLine(std::chrono::milliseconds timeout) {
   }
 }
 
+Status ChildProcess::writeLine(const std::string& line) {
+  std::string l = line + "\n";
+  if (in_fd_ < 0 || ::write(in_fd_, l.data(), l.size()) != static_cast<ssize_t>(l.size()))
+    return errnoError(fmt::format("writing to pid {}", pid_));
+  return ok();
+}
+
 void ChildProcess::closeStdin() {
   if (in_fd_ >= 0) ::close(in_fd_);
   in_fd_ = -1;

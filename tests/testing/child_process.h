@@ -27,6 +27,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // The next line of the child's stdout, or an error on EOF/timeout.
   Result<std::string> readLine(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Writes one line to the child's stdin.
+  Status writeLine(const std::string& line);
   // Closes the child's stdin (the workload's "finish now" signal).
   void closeStdin();
   void kill(int sig);

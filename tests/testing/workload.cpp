@@ -6,7 +6,10 @@
 //   --sparse N           touch one page per 2 MiB over N bytes of address space (page tables)
 //   --tmpfs-file PATH N  write a tmpfs file and close it: charged shmem that nobody maps
 //   --mlock N            anonymous memory locked with mlock
+//   --anon-slow N        like --anon, but 1 MiB at a time with a pause (a slow climb to a limit)
+//   --map-unmap N        mmap N bytes, touch them, munmap them
 //   --exit-after-ready   exit right after "ready" instead of waiting
+//   --exit-code N        the exit code (after ready and stdin's end, or right away with the above)
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -93,6 +97,7 @@ void writeFile(const char* path, std::size_t n) {
 
 int main(int argc, char** argv) {
   bool exit_after_ready = false;
+  int exit_code = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto need = [&](int n) {
@@ -128,6 +133,23 @@ int main(int argc, char** argv) {
       std::size_t n = size(argv[++i]);
       void* p = mapAnon(n, true);
       if (::mlock(p, n) != 0) die("mlock");
+    } else if (a == "--anon-slow") {
+      need(1);
+      std::size_t n = size(argv[++i]);
+      auto* p = static_cast<char*>(mapAnon(n, true));
+      for (std::size_t off = 0; off < n; off += 1u << 20) {
+        touch(p + off, std::min<std::size_t>(1u << 20, n - off), kPage);
+        ::usleep(2000);
+      }
+    } else if (a == "--map-unmap") {
+      need(1);
+      std::size_t n = size(argv[++i]);
+      void* p = mapAnon(n, true);
+      touch(p, n, kPage);
+      if (::munmap(p, n) != 0) die("munmap");
+    } else if (a == "--exit-code") {
+      need(1);
+      exit_code = static_cast<int>(size(argv[++i]));
     } else if (a == "--exit-after-ready") {
       exit_after_ready = true;
     } else {
@@ -137,9 +159,9 @@ int main(int argc, char** argv) {
   }
   std::printf("ready %d\n", static_cast<int>(::getpid()));
   std::fflush(stdout);
-  if (exit_after_ready) return 0;
+  if (exit_after_ready) return exit_code;
   char c;
   while (::read(STDIN_FILENO, &c, 1) > 0) {
   }
-  return 0;
+  return exit_code;
 }

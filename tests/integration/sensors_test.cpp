@@ -1,0 +1,380 @@
+// The BPF sensors and the /dev/kmsg source on the real kernel: real OOM kills in a cgroup of
+// our own, real exits, real page faults and mappings, and the CUDA probes on a stand-in
+// libcuda and on a real nvcc-built program.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include "headroom/collector.h"
+#include "headroom/procfs.h"
+#include <nlohmann/json.hpp>
+
+#include "headroom/sensors.h"
+#include "testing/cgroup_sandbox.h"
+#include "testing/child_process.h"
+
+namespace headroom {
+namespace {
+
+using testing::CgroupSandbox;
+using testing::ChildProcess;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+std::optional<std::string> unavailable() {
+  if (auto why = CgroupSandbox::unavailableReason()) return why;
+  if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) return "no kernel BTF";
+  return std::nullopt;
+}
+#define SKIP_WITHOUT_BPF()                              \
+  do {                                                  \
+    if (auto why = unavailable()) GTEST_SKIP() << *why; \
+  } while (0)
+
+struct Env {
+  FsRoot fs = std::move(*FsRoot::open("/"));
+  CgroupMounts mounts = std::move(*discoverCgroupMounts(fs));
+};
+
+std::unique_ptr<Sensors> startSensors(const Env& env, SensorsConfig cfg = {}) {
+  auto s = Sensors::start(env.fs, cfg, env.mounts);
+  return s;
+}
+
+SensorState stateOf(const Sensors& s, const std::string& name) {
+  for (const auto& st : s.status()) {
+    if (st.name == name) return st.state;
+  }
+  return SensorState::kOff;
+}
+
+ChildProcess spawnReady(std::vector<std::string> args, const std::string& procs = "") {
+  auto c = ChildProcess::spawn(args, procs);
+  if (!c) throw std::runtime_error(c.error().describe());
+  auto line = c->readLine();
+  if (!line || line->rfind("ready", 0) != 0) throw std::runtime_error("child did not get ready");
+  return std::move(*c);
+}
+
+// Polls until `pred` holds or the time is up.
+template <typename Pred>
+bool pollUntil(Sensors& s, Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    s.poll(50);
+    if (pred()) return true;
+  }
+  return false;
+}
+
+std::vector<ExitEvent> exitsOf(std::vector<ExitEvent>& all, pid_t pid) {
+  std::vector<ExitEvent> out;
+  for (const auto& e : all) {
+    if (e.pid == pid) out.push_back(e);
+  }
+  return out;
+}
+
+TEST(Sensors, EveryTracepointSensorIsActiveHere) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  for (const char* name : {"oom", "kmsg", "exits", "faults", "mmap", "rss"}) {
+    EXPECT_EQ(stateOf(*s, name), SensorState::kActive) << name;
+  }
+  EXPECT_EQ(stateOf(*s, "cuda"), SensorState::kOff) << "no libcuda on this machine until one is given";
+}
+
+// A real OOM kill: the victim, the trigger, the cgroup and the figures, from both sources,
+// and the victim's exit classified as oom_killed.
+TEST(Sensors, RealOomKillIsCaughtJoinedAndClassified) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  auto sb = CgroupSandbox::create("headroom-oom");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(64 * kMiB));
+  auto child = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon-slow", std::to_string(256 * kMiB)}, sb->procsFile());
+  ASSERT_TRUE(child);
+  pid_t pid = child->pid();
+  // Read the victim's RSS from /proc as it climbs; the last reading is compared to the event.
+  std::atomic<std::uint64_t> last_rss{0};
+  std::atomic<bool> stop{false};
+  std::thread sampler([&] {
+    while (!stop) {
+      auto r = readProcess(env.fs, pid, false);
+      if (r.outcome == ReadOutcome::kOk && r.sample.status.rss_anon > 0) last_rss = r.sample.status.rss_anon;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  auto st = child->wait(std::chrono::seconds(30));
+  stop = true;
+  sampler.join();
+  ASSERT_TRUE(st);
+  ASSERT_TRUE(WIFSIGNALED(*st));
+  EXPECT_EQ(WTERMSIG(*st), SIGKILL);
+
+  std::vector<OomEvent> ooms;
+  std::vector<ExitEvent> exits;
+  ASSERT_TRUE(pollUntil(*s, [&] {
+    for (auto& e : s->takeOomEvents()) ooms.push_back(std::move(e));
+    for (auto& e : s->takeExitEvents()) exits.push_back(std::move(e));
+    return !ooms.empty() && !exitsOf(exits, pid).empty();
+  })) << "no OOM event or exit within 10 s";
+  ASSERT_EQ(ooms.size(), 1u);
+  const OomEvent& e = ooms[0];
+  EXPECT_TRUE(e.from_bpf);
+  EXPECT_TRUE(e.from_kmsg);
+  ASSERT_EQ(e.victims.size(), 1u);
+  const OomVictim& v = e.victims[0];
+  EXPECT_EQ(v.tgid, pid);
+  EXPECT_EQ(v.comm, "headroom-worklo");
+  EXPECT_EQ(v.cgroup, sb->path());
+  EXPECT_EQ(e.trigger_tgid, pid) << "the victim's own allocation hit the limit";
+  EXPECT_EQ(e.trigger_comm, "headroom-worklo");
+  EXPECT_EQ(e.trigger_cgroup, sb->path());
+  EXPECT_EQ(e.constraint, "CONSTRAINT_MEMCG");
+  EXPECT_EQ(e.domain_cgroup.value(), sb->path());
+  EXPECT_EQ(e.domain_limit_bytes.value(), 64 * kMiB) << "the domain's limit, not the victim's size";
+  ASSERT_TRUE(v.anon_rss.has_value());
+  EXPECT_NEAR(static_cast<double>(*v.anon_rss), static_cast<double>(last_rss.load()), 8.0 * kMiB);
+  EXPECT_GT(*v.anon_rss, 48 * kMiB);
+  EXPECT_LE(*v.anon_rss, 64 * kMiB);
+  EXPECT_FALSE(e.tasks.empty()) << "the kernel's task dump of the OOM domain";
+
+  auto mine = exitsOf(exits, pid);
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_EQ(mine[0].kind, ExitKind::kOomKilled);
+  EXPECT_EQ(mine[0].describe(), "oom_killed");
+  auto cg = sb->read();
+  ASSERT_TRUE(cg);
+  EXPECT_EQ(cg->oom_kills.value_or(0), 1u);
+}
+
+TEST(Sensors, KillNineIsSignaledAndExitIsExited) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  ChildProcess killed = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(4 * kMiB)});
+  ChildProcess exiting = spawnReady({HEADROOM_WORKLOAD, "--exit-code", "3"});
+  killed.kill(SIGKILL);
+  exiting.closeStdin();
+  ASSERT_TRUE(killed.wait());
+  ASSERT_TRUE(exiting.wait());
+  std::vector<ExitEvent> exits;
+  ASSERT_TRUE(pollUntil(*s, [&] {
+    for (auto& e : s->takeExitEvents()) exits.push_back(std::move(e));
+    return !exitsOf(exits, killed.pid()).empty() && !exitsOf(exits, exiting.pid()).empty();
+  }));
+  EXPECT_EQ(exitsOf(exits, killed.pid())[0].describe(), "signaled(9)") << "a kill -9 is never an OOM kill";
+  EXPECT_EQ(exitsOf(exits, exiting.pid())[0].describe(), "exited(3)");
+  EXPECT_EQ(exitsOf(exits, exiting.pid())[0].comm, "headroom-worklo");
+}
+
+TEST(Sensors, FaultsMappingsAndRss) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  constexpr std::uint64_t kBytes = 64 * kMiB;  // 16384 fresh pages, MADV_NOHUGEPAGE
+  ChildProcess c = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(kBytes), "--map-unmap",
+                               std::to_string(32 * kMiB), "--mlock", std::to_string(2 * kMiB)});
+  s->poll(0);
+  auto a = s->activity(c.pid());
+  ASSERT_TRUE(a.has_value());
+  EXPECT_GE(a->faults, kBytes / 4096 + 32 * kMiB / 4096) << "one fault per fresh page at least";
+  EXPECT_GE(a->mmap_bytes, kBytes + 32 * kMiB + 2 * kMiB);
+  EXPECT_GE(a->munmap_bytes, 32 * kMiB);
+  EXPECT_LT(a->munmap_bytes, 40 * kMiB);
+  EXPECT_EQ(a->mlock_bytes, 2 * kMiB);
+  ASSERT_TRUE(a->rss_anon.has_value()) << "kmem:rss_stat";
+  auto r = readProcess(env.fs, c.pid(), false);
+  ASSERT_EQ(r.outcome, ReadOutcome::kOk);
+  EXPECT_NEAR(static_cast<double>(*a->rss_anon), static_cast<double>(r.sample.status.rss_anon), 1.0 * kMiB);
+  c.closeStdin();
+  ASSERT_TRUE(c.wait());
+  s->poll(0);
+  EXPECT_FALSE(s->activity(c.pid()).has_value()) << "counters are dropped when the process exits";
+}
+
+TEST(Sensors, CudaDriverApiOnAStandInLibrary) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_FAKE, false));
+  EXPECT_EQ(stateOf(*s, "cuda"), SensorState::kActive);
+  ChildProcess c = spawnReady({HEADROOM_CUDA_CLIENT, HEADROOM_CUDA_FAKE});
+  auto g = s->gpu(c.pid());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->pinned_live, 5 * kMiB) << "1 + 2 + 4 MiB, the 2 MiB freed; register/unregister nets 0";
+  EXPECT_EQ(g->pinned_peak, 7 * kMiB);
+  EXPECT_EQ(g->pinned_allocs, 4u);
+  EXPECT_EQ(g->pinned_frees, 2u);
+  EXPECT_EQ(g->failed_calls, 2u) << "the failed calls count nothing else";
+  EXPECT_EQ(g->device_live, 8 * kMiB + 1024 * 100) << "8 MiB + a 1024-pitch x 100 rows";
+  EXPECT_EQ(g->device_peak, 8 * kMiB + 1024 * 100 + 16 * kMiB);
+  EXPECT_EQ(g->device_allocs, 4u);
+  EXPECT_EQ(g->device_frees, 2u);
+
+  // Exit with allocations outstanding: released from the counters, never leaked.
+  c.closeStdin();
+  ASSERT_TRUE(c.wait());
+  s->poll(0);
+  EXPECT_FALSE(s->gpu(c.pid()).has_value());
+}
+
+TEST(Sensors, CudaContextDestroyReleasesImplicitly) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_FAKE, false));
+  ChildProcess c = spawnReady({HEADROOM_CUDA_CLIENT, HEADROOM_CUDA_FAKE});
+  ASSERT_EQ(s->gpu(c.pid())->pinned_live, 5 * kMiB);
+  ASSERT_TRUE(c.writeLine("ctx"));
+  auto line = c.readLine();
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "destroyed");
+  auto g = s->gpu(c.pid());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->pinned_live, 0u);
+  EXPECT_EQ(g->device_live, 0u);
+  EXPECT_EQ(g->implicit_frees, 5 * kMiB + 8 * kMiB + 1024 * 100);
+  EXPECT_EQ(g->pinned_peak, 7 * kMiB) << "the peak stays";
+}
+
+TEST(Sensors, RealCudaProgramWithoutADriverCountsNothing) {
+  SKIP_WITHOUT_BPF();
+  if (std::string(HEADROOM_CUDA_REAL).empty()) GTEST_SKIP() << "no nvcc (/usr/local/cuda) at build time";
+  Env env;
+  auto s = startSensors(env);
+  // The runtime is linked into the program: attach to the binary itself; and the driver
+  // probes attach to the toolkit's libcuda stub like to a real libcuda.so.1.
+  ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_REAL, true)) << "runtime symbols in the nvcc-built binary";
+  ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_STUB, false)) << "driver symbols in the CUDA stub library";
+  auto c = ChildProcess::spawn({HEADROOM_CUDA_REAL});
+  ASSERT_TRUE(c);
+  auto line = c->readLine();
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->find("cudaHostAlloc=35"), std::string::npos) << *line;
+  auto g = s->gpu(c->pid());
+  ASSERT_TRUE(g.has_value()) << "the runtime probes fired";
+  EXPECT_EQ(g->failed_calls, 3u);
+  EXPECT_EQ(g->pinned_live, 0u);
+  EXPECT_EQ(g->pinned_allocs, 0u);
+  EXPECT_EQ(g->device_live, 0u);
+  c->closeStdin();
+  ASSERT_TRUE(c->wait());
+}
+
+TEST(Sensors, NoBpfStillCatchesOomKillsFromKmsg) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  SensorsConfig cfg;
+  cfg.bpf = false;
+  auto s = startSensors(env, cfg);
+  EXPECT_EQ(stateOf(*s, "oom"), SensorState::kOff);
+  ASSERT_EQ(stateOf(*s, "kmsg"), SensorState::kActive);
+  auto sb = CgroupSandbox::create("headroom-oom-nobpf");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(48 * kMiB));
+  auto child = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon", std::to_string(128 * kMiB)}, sb->procsFile());
+  ASSERT_TRUE(child);
+  auto st = child->wait();
+  ASSERT_TRUE(st);
+  std::vector<OomEvent> ooms;
+  ASSERT_TRUE(pollUntil(*s, [&] {
+    for (auto& e : s->takeOomEvents()) ooms.push_back(std::move(e));
+    return !ooms.empty();
+  }));
+  ASSERT_EQ(ooms.size(), 1u);
+  EXPECT_FALSE(ooms[0].from_bpf);
+  ASSERT_EQ(ooms[0].victims.size(), 1u);
+  EXPECT_EQ(ooms[0].victims[0].tgid, child->pid());
+  EXPECT_EQ(ooms[0].domain_cgroup.value(), sb->path());
+  // The exit is classified from the kernel's word, never from the status alone.
+  ExitEvent x = classifyExit(child->pid(), *st, ooms[0].victim(child->pid()) != nullptr, false);
+  EXPECT_EQ(x.describe(), "oom_killed");
+  EXPECT_EQ(sb->read()->oom_kills.value_or(0), 1u);
+}
+
+TEST(Sensors, RingOverflowIsCountedAndTheConsumerRecovers) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  SensorsConfig cfg;
+  cfg.exit_ring_bytes = 4096;  // room for ~60 exit records
+  auto s = startSensors(env, cfg);
+  // A burst of exits without consuming.
+  for (int i = 0; i < 300; ++i) {
+    pid_t p = ::fork();
+    if (p == 0) ::_exit(0);
+    ::waitpid(p, nullptr, 0);
+  }
+  EXPECT_GT(s->counters().exit_ring_drops, 0u) << "drops are counted, never silent";
+  (void)s->takeExitEvents();
+  s->poll(0);
+  (void)s->takeExitEvents();
+  // After the burst, new exits arrive again.
+  ChildProcess c = spawnReady({HEADROOM_WORKLOAD, "--exit-code", "5"});
+  c.closeStdin();
+  ASSERT_TRUE(c.wait());
+  std::vector<ExitEvent> exits;
+  ASSERT_TRUE(pollUntil(*s, [&] {
+    for (auto& e : s->takeExitEvents()) exits.push_back(std::move(e));
+    return !exitsOf(exits, c.pid()).empty();
+  }));
+  EXPECT_EQ(exitsOf(exits, c.pid())[0].describe(), "exited(5)");
+}
+
+TEST(Sensors, AMissingTracepointDegradesOneSensorOnly) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  SensorsConfig cfg;
+  cfg.tracepoints["faults"] = "page_fault_user_no_such_tracepoint";
+  auto s = startSensors(env, cfg);
+  EXPECT_EQ(stateOf(*s, "faults"), SensorState::kDegraded);
+  for (const auto& st : s->status()) {
+    if (st.name == "faults") {
+      EXPECT_NE(st.reason.find("page_fault_user_no_such_tracepoint"), std::string::npos);
+    }
+  }
+  for (const char* name : {"oom", "kmsg", "exits", "mmap", "rss"}) {
+    EXPECT_EQ(stateOf(*s, name), SensorState::kActive) << name;
+  }
+  ChildProcess c = spawnReady({HEADROOM_WORKLOAD, "--map-unmap", std::to_string(8 * kMiB)});
+  auto a = s->activity(c.pid());
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->faults, 0u);
+  EXPECT_GE(a->munmap_bytes, 8 * kMiB);
+}
+
+TEST(Sensors, CliWatchOomsJson) {
+  SKIP_WITHOUT_BPF();
+  auto sb = CgroupSandbox::create("headroom-oom-cli");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(48 * kMiB));
+  auto watcher = ChildProcess::spawn({HEADROOM_BINARY, "snapshot", "--watch-ooms", "--json", "--count", "1",
+                                      "--seconds", "30"});
+  ASSERT_TRUE(watcher);
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // let it load and attach
+  auto child = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon", std::to_string(128 * kMiB)}, sb->procsFile());
+  ASSERT_TRUE(child);
+  ASSERT_TRUE(child->wait());
+  auto line = watcher->readLine(std::chrono::seconds(15));
+  ASSERT_TRUE(line) << line.error().describe();
+  auto j = nlohmann::json::parse(*line);
+  EXPECT_EQ(j["victims"][0]["tgid"], child->pid());
+  EXPECT_EQ(j["oom_domain"]["cgroup"], sb->path());
+  EXPECT_EQ(j["sources"]["bpf"], true);
+  EXPECT_EQ(j["sources"]["kmsg"], true);
+  auto st = watcher->wait();
+  ASSERT_TRUE(st);
+  EXPECT_EQ(WEXITSTATUS(*st), 0);
+}
+
+}  // namespace
+}  // namespace headroom
