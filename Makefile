@@ -36,6 +36,15 @@ test: build-debug
 unit-test: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS) -L unit
 
+# Benchmarks: a Release build with the bench programs, then tests/bench/run.py (root).
+BENCH := build/bench
+$(BENCH)/build.ninja:
+	cmake -S . -B $(BENCH) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DHEADROOM_INTEGRATION_TESTS=OFF
+
+bench: deps $(BENCH)/build.ninja
+	cmake --build $(BENCH) -j $(JOBS) --target headroom fault-bench oom-latency headroom-workload
+	python3 tests/bench/run.py $(BENCH)
+
 tidy: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -L lint
 

@@ -1,6 +1,7 @@
 // headroom: memory telemetry for GPU proving machines. The only place that turns flags into
 // objects; each subcommand's work lives in agent/cli.
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -64,6 +65,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return parseFailure(app, e);
   }
+  // Logs go to stderr: stdout carries tables and JSON.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("headroom"));
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   if (snapshot->parsed()) {

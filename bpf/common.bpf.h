@@ -58,11 +58,26 @@ struct {
 } oom_mms SEC(".maps") __weak;
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct proc_hot);
+} proc_hot SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_hot);
+} thread_hot SEC(".maps") __weak;
+
+/* Faults of a process's threads that have exited (tgid -> count), until the process exits. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, struct fault_count);
-} fault_counts SEC(".maps") __weak;
+	__type(value, __u64);
+} exited_faults SEC(".maps") __weak;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -119,6 +134,12 @@ static __always_inline bool cgroup_tracked(__u64 cgid)
 	if (!cfg_filter_cgroups)
 		return true;
 	return bpf_map_lookup_elem(&tracked_cgroups, &cgid) != NULL;
+}
+
+/* The hot counters of a process: task storage of its thread-group leader, made on first use. */
+static __always_inline struct proc_hot *proc_hot_of(struct task_struct *leader)
+{
+	return bpf_task_storage_get(&proc_hot, leader, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
 static __always_inline bool current_tracked(void)

@@ -92,19 +92,17 @@ struct exit_event {
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct exit_event) == 56, "exit_event ABI");
 
-/* Per process, hot counters: page faults (per CPU, summed by user space). */
-struct fault_count {
+/* Per thread, page faults: task local storage of the faulting thread itself, bumped without
+ * an atomic (no other CPU writes it) and without a hash lookup. An iterator sums the threads
+ * of each process for user space; a thread's count moves to `exited_faults` when it exits. */
+struct thread_hot {
 	__u64 faults;
 };
 
-/* Per process, the rest of its memory activity (one entry per tgid, LRU-bounded). */
-struct proc_activity {
-	__u64 mmap_bytes;
-	__u64 munmap_bytes;
-	__u64 mremap_grow_bytes;
-	__u64 mremap_shrink_bytes;
-	__u64 mlock_bytes;
-	__u64 munlock_bytes;
+/* Per process, its RSS counters: task local storage of the thread-group leader, read by user
+ * space through a pidfd of the process; it goes away with the process. */
+struct proc_hot {
+	__u64 _unused;
 	/* kmem:rss_stat: the mm's counters at the last change, in pages */
 	__u64 rss_file_pages;
 	__u64 rss_anon_pages;
@@ -112,7 +110,18 @@ struct proc_activity {
 	__u64 rss_shmem_pages;
 	__u64 rss_updates;
 };
-HEADROOM_STATIC_ASSERT(sizeof(struct proc_activity) == 88, "proc_activity ABI");
+HEADROOM_STATIC_ASSERT(sizeof(struct proc_hot) == 48, "proc_hot ABI");
+
+/* Per process, its mapping activity (one entry per tgid, LRU-bounded). */
+struct proc_activity {
+	__u64 mmap_bytes;
+	__u64 munmap_bytes;
+	__u64 mremap_grow_bytes;
+	__u64 mremap_shrink_bytes;
+	__u64 mlock_bytes;
+	__u64 munlock_bytes;
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct proc_activity) == 48, "proc_activity ABI");
 
 /* CUDA memory per process, from uprobes on the driver (and optionally runtime) API. */
 struct gpu_mem {

@@ -36,8 +36,17 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 		}
 	}
 	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
-	if (BPF_CORE_READ(sig, live.counter) != 0)
+	if (BPF_CORE_READ(sig, live.counter) != 0) {
+		/* A thread leaves: its faults stay with its process. */
+		struct thread_hot *h = bpf_task_storage_get(&thread_hot, p, 0, 0);
+		if (h && h->faults) {
+			__u64 zero = 0, *sum = lookup_or_init(&exited_faults, &tgid, &zero);
+			if (sum)
+				__sync_fetch_and_add(sum, h->faults);
+		}
 		return 0;
+	}
+	bpf_map_delete_elem(&exited_faults, &tgid);
 
 	if (bpf_map_lookup_elem(&oom_victims, &tgid)) {
 		flags |= HR_EXIT_OOM_MARKED;
@@ -52,8 +61,7 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	if (mm_id && bpf_map_lookup_elem(&oom_mms, &mm_id) && !(flags & HR_EXIT_OOM_MARKED))
 		flags |= HR_EXIT_SHARES_OOM_MM;
 
-	bpf_map_delete_elem(&fault_counts, &tgid);
-	bpf_map_delete_elem(&proc_activity, &tgid);
+	bpf_map_delete_elem(&proc_activity, &tgid); /* proc_hot goes with the task itself */
 	if (bpf_map_lookup_elem(&gpu_mem, &tgid)) {
 		/* Whatever it still held is released with it, never leaked in the counters. */
 		bpf_map_delete_elem(&gpu_mem, &tgid);

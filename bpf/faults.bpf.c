@@ -7,20 +7,28 @@
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(count_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	static const struct fault_count zero = {};
-	__u32 tgid;
-	struct fault_count *c;
+	struct thread_hot *h;
 
 	if (!current_tracked())
 		return 0;
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	c = bpf_map_lookup_elem(&fault_counts, &tgid);
-	if (!c) {
-		bpf_map_update_elem(&fault_counts, &tgid, &zero, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(&fault_counts, &tgid);
-		if (!c)
-			return 0;
-	}
-	c->faults++; /* per-CPU value: no atomic needed */
+	h = bpf_task_storage_get(&thread_hot, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (h)
+		h->faults++; /* only this thread writes it */
+	return 0;
+}
+
+/* Sums for user space: one line "tgid faults" per thread that has faulted. */
+SEC("iter/task")
+int dump_thread_faults(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct thread_hot *h;
+
+	if (!task)
+		return 0;
+	h = bpf_task_storage_get(&thread_hot, task, 0, 0);
+	if (!h || !h->faults)
+		return 0;
+	BPF_SEQ_PRINTF(ctx->meta->seq, "%d %llu\n", task->tgid, h->faults);
 	return 0;
 }

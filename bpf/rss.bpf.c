@@ -14,32 +14,30 @@ struct mm_struct___old {
 
 static __always_inline int record(struct mm_struct *mm, int member, long count)
 {
-	static const struct proc_activity zero = {};
-	struct proc_activity *a;
-	__u32 tgid;
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct proc_hot *h;
 
+	/* Only changes a process makes to its own mm (faults, mappings: nearly all of them). One
+	 * made from elsewhere (reclaim by kswapd, process_madvise) is left out: the owner's next
+	 * change carries the counter's new value anyway, and the owner pointer is not one the
+	 * verifier lets us store through. */
+	if ((void *)cur->mm != (void *)mm)
+		return 0;
 	if (!current_tracked())
 		return 0;
-	/* The mm's owner, not current: reclaim and unmapping change other processes' mms. */
-	if (bpf_core_field_exists(mm->owner))
-		tgid = BPF_CORE_READ(mm, owner, tgid);
-	else
-		tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!tgid)
-		return 0;
-	a = lookup_or_init(&proc_activity, &tgid, &zero);
-	if (!a)
+	h = proc_hot_of(cur->group_leader);
+	if (!h)
 		return 0;
 	if (count < 0)
 		count = 0;
 	switch (member) {
-	case 0: a->rss_file_pages = count; break;
-	case 1: a->rss_anon_pages = count; break;
-	case 2: a->rss_swapents = count; break;
-	case 3: a->rss_shmem_pages = count; break;
+	case 0: h->rss_file_pages = count; break;
+	case 1: h->rss_anon_pages = count; break;
+	case 2: h->rss_swapents = count; break;
+	case 3: h->rss_shmem_pages = count; break;
 	default: return 0;
 	}
-	a->rss_updates++;
+	h->rss_updates++;
 	return 0;
 }
 
@@ -55,11 +53,12 @@ static __always_inline long mm_count(struct mm_struct *mm, int member)
 		default: return BPF_CORE_READ(old, rss_stat.count[3].counter);
 		}
 	}
+	/* mm is a trusted BTF pointer here: plain loads (CO-RE relocated), no probe_read. */
 	switch (member) {
-	case 0: return BPF_CORE_READ(mm, rss_stat[0].count);
-	case 1: return BPF_CORE_READ(mm, rss_stat[1].count);
-	case 2: return BPF_CORE_READ(mm, rss_stat[2].count);
-	default: return BPF_CORE_READ(mm, rss_stat[3].count);
+	case 0: return mm->rss_stat[0].count;
+	case 1: return mm->rss_stat[1].count;
+	case 2: return mm->rss_stat[2].count;
+	default: return mm->rss_stat[3].count;
 	}
 }
 

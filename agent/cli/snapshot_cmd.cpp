@@ -37,11 +37,19 @@ std::string oomLine(const OomEvent& e) {
                      e.trigger_comm, e.constraint.empty() ? "constraint unknown" : e.constraint, sources);
 }
 
-void fillFromSensors(RawSample& raw, const Sensors& sensors) {
+void fillFromSensors(const FsRoot& fs, RawSample& raw, const Sensors& sensors) {
   raw.sensors = sensors.status();
   for (const ProcessSample& p : raw.processes) {
     if (auto a = sensors.activity(p.pid)) raw.activity[p.pid] = *a;
-    if (auto g = sensors.gpu(p.pid)) raw.gpu[p.pid] = *g;
+    auto g = sensors.gpu(p.pid);
+    if (!g) continue;
+    raw.gpu[p.pid] = *g;
+    if (g->pinned_live == 0) continue;
+    // Where the pinned pages live decides whether they are already in the visible sum.
+    auto smaps = fs.readFile(fmt::format("/proc/{}/smaps", p.pid));
+    if (!smaps) continue;
+    if (auto inside = pinnedInsideRss(parseSmapsVmas(*smaps), sensors.pinnedAddresses(p.pid)))
+      raw.pinned_inside_rss[p.pid] = *inside;
   }
 }
 
@@ -117,7 +125,7 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
     err << "headroom snapshot: " << raw.error().describe() << "\n";
     return kExitBadInput;
   }
-  fillFromSensors(*raw, *sensors);
+  fillFromSensors(*fs, *raw, *sensors);
   auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)));
   if (opts.json) {
     out << dumpJson(toJson(*snap), 2) << "\n";

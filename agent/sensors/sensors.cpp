@@ -4,9 +4,12 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +23,7 @@
 #include "events.h"
 #include "headroom.skel.h"
 #include "headroom/kmsg.h"
+#include "headroom/parse.h"
 #include "headroom/procfs.h"
 
 namespace headroom {
@@ -100,6 +104,38 @@ const std::vector<CudaProbe>& cudaProbes() {
   return probes;
 }
 
+// Function symbols of an ELF file (dynamic and static tables) with their file offsets, read
+// once per file: uprobes attach by offset, so a missing variant costs nothing and logs nothing.
+Result<std::map<std::string, std::size_t>> elfFunctionOffsets(const std::string& path) {
+  std::map<std::string, std::size_t> out;
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError(fmt::format("opening {}", path));
+  if (elf_version(EV_CURRENT) == EV_NONE) return makeError(EINVAL, "libelf version mismatch");
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+  if (elf == nullptr) return makeError(EINVAL, fmt::format("{} is not an ELF file", path));
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || sh.sh_entsize == 0) continue;
+    std::size_t n = sh.sh_size / sh.sh_entsize;
+    for (std::size_t i = 0; i < n; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+      if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+      const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
+      if (name == nullptr) continue;
+      // The symbol's address made a file offset through its section.
+      GElf_Shdr target;
+      Elf_Scn* tscn = elf_getscn(elf, sym.st_shndx);
+      if (tscn == nullptr || gelf_getshdr(tscn, &target) == nullptr) continue;
+      out.emplace(name, sym.st_value - target.sh_addr + target.sh_offset);
+    }
+  }
+  elf_end(elf);
+  return out;
+}
+
 }  // namespace
 
 struct Sensors::Impl {
@@ -120,6 +156,29 @@ struct Sensors::Impl {
   std::map<std::uint64_t, std::string> cgroup_paths;  // inode -> path, rebuilt on a miss
   std::int64_t cgroup_paths_built_ns = 0;
   std::uint64_t events = 0;
+  std::optional<std::int64_t> last_mark_latency_ns;
+  bpf_link* fault_iter = nullptr;  // owned by `links`
+  std::map<pid_t, std::uint64_t> live_faults;  // summed over live threads, per tgid
+  std::int64_t live_faults_ns = 0;
+
+  // Sums the per-thread fault counters with the task iterator, at most every 50 ms.
+  void refreshFaults() {
+    std::int64_t now = nowNs(CLOCK_MONOTONIC);
+    if (fault_iter == nullptr || now - live_faults_ns < 50'000'000) return;
+    live_faults.clear();
+    live_faults_ns = now;
+    Fd it(bpf_iter_create(bpf_link__fd(fault_iter)));
+    if (!it.valid()) return;
+    auto text = readAll(it.get(), "the fault iterator");
+    if (!text) return;
+    for (auto line : splitLines(*text)) {
+      auto f = splitFields(line);
+      if (f.size() != 2) continue;
+      auto tgid = parseU64(f[0]);
+      auto n = parseU64(f[1]);
+      if (tgid && n) live_faults[static_cast<pid_t>(*tgid)] += *n;
+    }
+  }
 
   SensorStatus& status(const std::string& name) {
     for (auto& s : statuses) {
@@ -177,6 +236,7 @@ struct Sensors::Impl {
       std::memcpy(&e, data, sizeof e);
       OomMark m;
       m.ts_ns = static_cast<std::int64_t>(e.ts_ns);
+      last_mark_latency_ns = now - m.ts_ns;
       m.trigger_pid = static_cast<pid_t>(e.trigger.pid);
       m.trigger_tgid = static_cast<pid_t>(e.trigger.tgid);
       m.trigger_comm = commOf(e.trigger.comm);
@@ -273,7 +333,7 @@ const std::map<std::string, std::vector<const char*>>& sensorPrograms() {
   static const std::map<std::string, std::vector<const char*>> m = {
       {"oom", {"mark_victim_task", "mark_victim_pid", "start_task_reaping", "finish_task_reaping"}},
       {"exits", {"handle_exit"}},
-      {"faults", {"count_fault"}},
+      {"faults", {"count_fault", "dump_thread_faults"}},
       {"mmap",
        {"enter_mmap", "exit_mmap", "enter_munmap", "exit_munmap", "enter_mremap", "exit_mremap", "enter_mlock",
         "exit_mlock", "enter_mlock2", "exit_mlock2", "enter_munlock", "exit_munlock"}},
@@ -297,7 +357,6 @@ Result<Ok> Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std:
     std::uint32_t n;
   };
   for (auto [map, n] : {Size{skel->maps.oom_ring, cfg.oom_ring_bytes}, Size{skel->maps.exit_ring, cfg.exit_ring_bytes},
-                        Size{skel->maps.fault_counts, cfg.max_processes},
                         Size{skel->maps.proc_activity, cfg.max_processes}, Size{skel->maps.gpu_mem, cfg.max_processes},
                         Size{skel->maps.gpu_allocs, cfg.max_cuda_allocations},
                         Size{skel->maps.tracked_cgroups, cfg.max_tracked_cgroups}}) {
@@ -426,6 +485,7 @@ void Sensors::Impl::startBpf() {
         break;
       }
       links.emplace_back(l);
+      if (prog == skel->progs.dump_thread_faults) fault_iter = l;
     }
     if (failure.empty()) set(sensor, SensorState::kActive, notes[sensor]);
     else set(sensor, SensorState::kDegraded, failure);
@@ -485,6 +545,8 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
   if (path.empty() || path.front() != '/') return makeError(EINVAL, fmt::format("CUDA target \"{}\" is not an absolute path", path));
   if (cuda_attached.count(path)) return ok();
   if (::access(path.c_str(), R_OK) != 0) return errnoError(fmt::format("CUDA target {}", path));
+  auto symbols = elfFunctionOffsets(path);
+  if (!symbols) return symbols.error();
   std::size_t attached = 0;
   std::vector<std::string> names;
   for (const CudaProbe& p : cudaProbes()) {
@@ -492,14 +554,17 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
     bpf_program* entry = program(p.program);
     if (entry == nullptr || !bpf_program__autoload(entry)) continue;
     for (const char* sym : p.symbols) {
-      LIBBPF_OPTS(bpf_uprobe_opts, in, .retprobe = false, .func_name = sym);
-      bpf_link* l = bpf_program__attach_uprobe_opts(entry, -1, path.c_str(), 0, &in);
-      if (l == nullptr) continue;  // this variant is not in the library
-      LIBBPF_OPTS(bpf_uprobe_opts, out, .retprobe = true, .func_name = sym);
-      bpf_link* r = bpf_program__attach_uprobe_opts(skel->progs.cuda_return, -1, path.c_str(), 0, &out);
-      if (r == nullptr) {
-        bpf_link__destroy(l);
-        continue;
+      auto it = symbols->find(sym);
+      if (it == symbols->end()) continue;  // this variant is not in the file
+      LIBBPF_OPTS(bpf_uprobe_opts, in, .retprobe = false);
+      bpf_link* l = bpf_program__attach_uprobe_opts(entry, -1, path.c_str(), it->second, &in);
+      LIBBPF_OPTS(bpf_uprobe_opts, out, .retprobe = true);
+      bpf_link* r = l == nullptr ? nullptr
+                                 : bpf_program__attach_uprobe_opts(skel->progs.cuda_return, -1, path.c_str(), it->second, &out);
+      if (l == nullptr || r == nullptr) {
+        int err = errno;
+        if (l != nullptr) bpf_link__destroy(l);
+        return makeError(err, fmt::format("attaching a uprobe to {} in {}", sym, path));
       }
       links.emplace_back(l);
       links.emplace_back(r);
@@ -547,13 +612,22 @@ const std::vector<SensorStatus>& Sensors::status() const { return impl_->statuse
 void Sensors::poll(int timeout_ms) {
   Impl& m = *impl_;
   if (m.rings) {
-    ring_buffer__poll(m.rings.get(), timeout_ms);
+    // Ring wakeups come through irq_work, which some kernels (VMs, no self-IPI) run only at the
+    // next timer tick: wait in short slices and consume, so an OOM kill is never a tick late.
+    auto deadline = nowNs(CLOCK_MONOTONIC) + static_cast<std::int64_t>(timeout_ms) * 1'000'000;
+    do {
+      int slice = static_cast<int>(std::min<std::int64_t>(m.cfg.poll_slice_ms, std::max<std::int64_t>(0, (deadline - nowNs(CLOCK_MONOTONIC)) / 1'000'000)));
+      int n = ring_buffer__poll(m.rings.get(), slice);
+      if (n == 0) n = ring_buffer__consume(m.rings.get());
+      if (n > 0) break;
+    } while (nowNs(CLOCK_MONOTONIC) < deadline);
   } else if (m.kmsg) {
     pollfd p{m.kmsg->fd(), POLLIN, 0};
     ::poll(&p, 1, timeout_ms);
   } else if (timeout_ms > 0) {
     ::usleep(static_cast<useconds_t>(timeout_ms) * 1000);
   }
+  m.live_faults_ns = 0;  // the next activity() sums the threads afresh
   std::int64_t now = nowNs(CLOCK_MONOTONIC);
   if (m.kmsg) {
     for (const auto& rec : m.kmsg->readAvailable()) {
@@ -570,18 +644,34 @@ std::vector<OomEvent> Sensors::takeOomEvents() { return std::exchange(impl_->oom
 std::vector<ExitEvent> Sensors::takeExitEvents() { return std::exchange(impl_->exits, {}); }
 
 std::optional<ProcessActivity> Sensors::activity(pid_t tgid) const {
-  const Impl& m = *impl_;
+  Impl& m = *impl_;  // the fault sums are a cache
   if (!m.skel) return std::nullopt;
   ProcessActivity a;
   bool found = false;
   __u32 key = static_cast<__u32>(tgid);
-  int ncpu = libbpf_num_possible_cpus();
-  if (ncpu > 0) {
-    std::vector<fault_count> per_cpu(static_cast<std::size_t>(ncpu));
-    if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.fault_counts), &key, per_cpu.data()) == 0) {
+  // RSS lives in the leader's task storage (looked up through a pidfd); faults are per thread,
+  // summed by the iterator, plus those of threads that have exited.
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, tgid, 0)));
+  proc_hot hot{};
+  if (pidfd.valid()) {
+    int fdkey = pidfd.get();
+    if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_hot), &fdkey, &hot) == 0 && hot.rss_updates > 0) {
       found = true;
-      for (const auto& c : per_cpu) a.faults += c.faults;
+      a.rss_file = hot.rss_file_pages * 4096;
+      a.rss_anon = hot.rss_anon_pages * 4096;
+      a.rss_shmem = hot.rss_shmem_pages * 4096;
+      a.swap = hot.rss_swapents * 4096;
     }
+  }
+  m.refreshFaults();
+  if (auto it = m.live_faults.find(tgid); it != m.live_faults.end()) {
+    found = true;
+    a.faults += it->second;
+  }
+  __u64 exited = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.exited_faults), &key, &exited) == 0) {
+    found = true;
+    a.faults += exited;
   }
   proc_activity pa{};
   if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_activity), &key, &pa) == 0) {
@@ -592,12 +682,6 @@ std::optional<ProcessActivity> Sensors::activity(pid_t tgid) const {
     a.mremap_shrink_bytes = pa.mremap_shrink_bytes;
     a.mlock_bytes = pa.mlock_bytes;
     a.munlock_bytes = pa.munlock_bytes;
-    if (pa.rss_updates > 0) {
-      a.rss_file = pa.rss_file_pages * 4096;
-      a.rss_anon = pa.rss_anon_pages * 4096;
-      a.rss_shmem = pa.rss_shmem_pages * 4096;
-      a.swap = pa.rss_swapents * 4096;
-    }
   }
   if (!found) return std::nullopt;
   return a;
@@ -613,6 +697,21 @@ std::optional<GpuMemory> Sensors::gpu(pid_t tgid) const {
                    g.device_allocs, g.device_frees, g.failed_calls, g.implicit_frees};
 }
 
+std::vector<std::uint64_t> Sensors::pinnedAddresses(pid_t tgid) const {
+  std::vector<std::uint64_t> out;
+  const Impl& m = *impl_;
+  if (!m.skel) return out;
+  int fd = bpf_map__fd(m.skel->maps.gpu_allocs);
+  gpu_alloc_key key{}, next{};
+  bool first = true;
+  while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
+    first = false;
+    if (next.tgid == static_cast<__u32>(tgid) && next.kind == HR_ALLOC_PINNED) out.push_back(next.addr);
+    key = next;
+  }
+  return out;
+}
+
 SensorCounters Sensors::counters() const {
   const Impl& m = *impl_;
   SensorCounters c;
@@ -624,6 +723,7 @@ SensorCounters Sensors::counters() const {
   if (m.kmsg) c.kmsg_lost = m.kmsg->lost();
   c.kmsg_reports_abandoned = m.kmsg_parser.abandoned();
   c.events = m.events;
+  c.last_oom_mark_latency_ns = m.last_mark_latency_ns;
   return c;
 }
 

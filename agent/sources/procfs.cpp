@@ -240,4 +240,43 @@ Result<std::vector<pid_t>> listPids(const FsRoot& fs) {
   return pids;
 }
 
+bool SmapsVma::hasFlag(std::string_view f) const {
+  return std::find(flags.begin(), flags.end(), f) != flags.end();
+}
+
+std::vector<SmapsVma> parseSmapsVmas(std::string_view text) {
+  std::vector<SmapsVma> out;
+  for (std::string_view line : splitLines(text)) {
+    if (line.rfind("VmFlags:", 0) == 0) {
+      if (out.empty()) continue;
+      for (auto f : splitFields(line.substr(8))) out.back().flags.emplace_back(f);
+      continue;
+    }
+    // A mapping header: "start-end perms offset dev inode [path]", start and end in hex.
+    auto dash = line.find('-');
+    auto space = line.find(' ');
+    if (dash == std::string_view::npos || space == std::string_view::npos || dash > space) continue;
+    std::uint64_t start = 0, end = 0;
+    auto a = std::from_chars(line.data(), line.data() + dash, start, 16);
+    auto b = std::from_chars(line.data() + dash + 1, line.data() + space, end, 16);
+    if (a.ec != std::errc() || b.ec != std::errc() || a.ptr != line.data() + dash || b.ptr != line.data() + space)
+      continue;
+    out.push_back(SmapsVma{start, end, {}});
+  }
+  return out;
+}
+
+std::optional<bool> pinnedInsideRss(const std::vector<SmapsVma>& vmas, const std::vector<std::uint64_t>& addrs) {
+  bool any = false, outside = false;
+  for (std::uint64_t addr : addrs) {
+    for (const SmapsVma& v : vmas) {
+      if (addr < v.start || addr >= v.end) continue;
+      any = true;
+      if (v.hasFlag("io") || v.hasFlag("pf")) outside = true;
+    }
+  }
+  if (!any) return std::nullopt;
+  return !outside;
+}
+
 }  // namespace headroom

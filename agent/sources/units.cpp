@@ -27,7 +27,7 @@ std::string formatBytes(std::uint64_t bytes) {
 
 std::string formatSignedBytes(std::int64_t bytes) {
   if (bytes >= 0) return formatBytes(static_cast<std::uint64_t>(bytes));
-  return "-" + formatBytes(static_cast<std::uint64_t>(-(bytes + 1)) + 1);
+  return fmt::format("-{}", formatBytes(static_cast<std::uint64_t>(-(bytes + 1)) + 1));
 }
 
 Result<std::uint64_t> parseSize(std::string_view text) {

@@ -97,6 +97,20 @@ struct ProcessRead {
 ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps = true,
                         const std::function<bool(const ProcCgroups&)>& want = {});
 
+// One mapping of /proc/<pid>/smaps: its range and VmFlags ("rd wr mr mw me lo ac ...").
+struct SmapsVma {
+  std::uint64_t start = 0, end = 0;
+  std::vector<std::string> flags;
+  bool hasFlag(std::string_view f) const;
+};
+std::vector<SmapsVma> parseSmapsVmas(std::string_view text);
+
+// Whether pinned allocations at these addresses are inside the process's RSS: a driver that
+// pins user pages keeps them in ordinary (locked) anonymous mappings, counted in RSS; one that
+// maps its own memory uses VM_IO / VM_PFNMAP mappings ("io", "pf"), which no RSS shows.
+// nullopt when no address falls in a mapping.
+std::optional<bool> pinnedInsideRss(const std::vector<SmapsVma>& vmas, const std::vector<std::uint64_t>& addrs);
+
 // The numeric entries of /proc.
 Result<std::vector<pid_t>> listPids(const FsRoot& fs);
 

@@ -82,6 +82,8 @@ struct SensorsConfig {
   std::uint32_t max_processes = 16384;     // per-process counter maps (LRU)
   std::uint32_t max_cuda_allocations = 65536;
   std::uint32_t max_tracked_cgroups = 4096;
+  // poll() waits for ring records in slices of this length (see Sensors::poll).
+  int poll_slice_ms = 2;
   // CUDA: driver libraries (libcuda.so.1) to probe; empty: found automatically. Runtime
   // targets: libcudart or binaries with the runtime linked in (optional second attach point).
   std::vector<std::string> cuda_libraries;
@@ -95,6 +97,8 @@ struct SensorCounters {
   std::uint64_t oom_ring_drops = 0, exit_ring_drops = 0, map_full_drops = 0;
   std::uint64_t kmsg_lost = 0, kmsg_reports_abandoned = 0;
   std::uint64_t events = 0;  // records consumed from the rings
+  // From oom:mark_victim in the kernel to the record in user space, for the last OOM kill.
+  std::optional<std::int64_t> last_oom_mark_latency_ns;
 };
 
 class Sensors {
@@ -113,6 +117,8 @@ class Sensors {
 
   std::optional<ProcessActivity> activity(pid_t tgid) const;
   std::optional<GpuMemory> gpu(pid_t tgid) const;
+  // Addresses of a process's live pinned allocations (for their residency).
+  std::vector<std::uint64_t> pinnedAddresses(pid_t tgid) const;
   SensorCounters counters() const;
 
   // Replaces the set of tracked cgroups (when the config filters by cgroup).

@@ -12,6 +12,7 @@
 
 #include "headroom/collector.h"
 #include "headroom/procfs.h"
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "headroom/sensors.h"
@@ -220,6 +221,12 @@ TEST(Sensors, CudaDriverApiOnAStandInLibrary) {
   EXPECT_EQ(g->device_peak, 8 * kMiB + 1024 * 100 + 16 * kMiB);
   EXPECT_EQ(g->device_allocs, 4u);
   EXPECT_EQ(g->device_frees, 2u);
+  // The stand-in pins with mmap + mlock, as drivers that pin user pages do: inside its RSS.
+  auto addrs = s->pinnedAddresses(c.pid());
+  ASSERT_EQ(addrs.size(), 2u);
+  auto smaps = env.fs.readFile(fmt::format("/proc/{}/smaps", c.pid()));
+  ASSERT_TRUE(smaps);
+  EXPECT_EQ(pinnedInsideRss(parseSmapsVmas(*smaps), addrs), std::optional<bool>(true));
 
   // Exit with allocations outstanding: released from the counters, never leaked.
   c.closeStdin();

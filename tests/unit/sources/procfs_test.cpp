@@ -192,3 +192,37 @@ TEST(ListPids, NumericEntriesOnly) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+constexpr const char* kSmaps =
+    "7f0000000000-7f0000200000 rw-p 00000000 00:00 0 \n"
+    "Size:               2048 kB\n"
+    "Rss:                2048 kB\n"
+    "VmFlags: rd wr mr mw me lo ac sd \n"
+    "7f1000000000-7f1000400000 rw-s 00000000 00:05 12 /dev/nvidia0\n"
+    "Size:               4096 kB\n"
+    "Rss:                   0 kB\n"
+    "VmFlags: rd wr sh mr mw me ms io pf dc de dd sd \n";
+
+TEST(Smaps, VmasAndFlags) {
+  auto v = parseSmapsVmas(kSmaps);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].start, 0x7f0000000000u);
+  EXPECT_EQ(v[0].end, 0x7f0000200000u);
+  EXPECT_TRUE(v[0].hasFlag("lo"));
+  EXPECT_TRUE(v[1].hasFlag("pf"));
+  EXPECT_TRUE(parseSmapsVmas("garbage\nVmFlags: rd\n").empty());
+}
+
+TEST(Smaps, PinnedResidencyFromVmFlags) {
+  auto v = parseSmapsVmas(kSmaps);
+  EXPECT_EQ(pinnedInsideRss(v, {0x7f0000001000}).value(), true) << "locked anonymous pages: in RSS";
+  EXPECT_EQ(pinnedInsideRss(v, {0x7f1000000000}).value(), false) << "a driver's io/pfn mapping: no RSS shows it";
+  EXPECT_EQ(pinnedInsideRss(v, {0x7f0000001000, 0x7f1000000000}).value(), false);
+  EXPECT_FALSE(pinnedInsideRss(v, {0x1000}).has_value());
+}
+
+}  // namespace
+}  // namespace headroom
