@@ -125,6 +125,9 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
     err << "headroom snapshot: " << raw.error().describe() << "\n";
     return kExitBadInput;
   }
+  std::vector<pid_t> pids;
+  for (const ProcessSample& p : raw->processes) pids.push_back(p.pid);
+  sensors->discoverCuda(pids);
   fillFromSensors(*fs, *raw, *sensors);
   auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)));
   if (opts.json) {
