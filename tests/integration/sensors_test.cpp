@@ -2,6 +2,7 @@
 // our own, real exits, real page faults and mappings, and the CUDA probes on a stand-in
 // libcuda and on a real nvcc-built program.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -357,6 +358,57 @@ TEST(Sensors, AMissingTracepointDegradesOneSensorOnly) {
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->faults, 0u);
   EXPECT_GE(a->munmap_bytes, 8 * kMiB);
+}
+
+TEST(Sensors, CudaLibraryIsFoundInAProcesssMaps) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  ChildProcess c = spawnReady({HEADROOM_CUDA_CLIENT, HEADROOM_CUDA_FAKE});
+  EXPECT_EQ(stateOf(*s, "cuda"), SensorState::kOff);
+  s->discoverCuda({c.pid()});
+  EXPECT_EQ(stateOf(*s, "cuda"), SensorState::kActive);
+  bool named = false;
+  for (const auto& st : s->status()) {
+    if (st.name == "cuda") named = st.reason.find("fake-driver/libcuda.so.1") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+  // From now on its calls count: destroying the context is seen (nothing was live yet).
+  ASSERT_TRUE(c.writeLine("ctx"));
+  ASSERT_TRUE(c.readLine());
+  auto g = s->gpu(c.pid());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->failed_calls, 0u);
+}
+
+TEST(Sensors, TrackedCgroupsFilterInTheKernel) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto sb = CgroupSandbox::create("headroom-tracked");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  struct stat st {};
+  ASSERT_EQ(::stat(sb->directory().c_str(), &st), 0);
+  SensorsConfig cfg;
+  cfg.tracked_cgroups = std::vector<std::uint64_t>{st.st_ino};
+  auto s = startSensors(env, cfg);
+  ChildProcess inside = spawnReady({HEADROOM_WORKLOAD, "--map-unmap", std::to_string(8 * kMiB)}, sb->procsFile());
+  ChildProcess outside = spawnReady({HEADROOM_WORKLOAD, "--map-unmap", std::to_string(8 * kMiB)});
+  auto a = s->activity(inside.pid());
+  ASSERT_TRUE(a.has_value());
+  EXPECT_GE(a->faults, 8 * kMiB / 4096);
+  EXPECT_GE(a->munmap_bytes, 8 * kMiB);
+  EXPECT_FALSE(s->activity(outside.pid()).has_value()) << "not in a tracked cgroup";
+  inside.closeStdin();
+  outside.closeStdin();
+  ASSERT_TRUE(inside.wait());
+  ASSERT_TRUE(outside.wait());
+  std::vector<ExitEvent> exits;
+  ASSERT_TRUE(pollUntil(*s, [&] {
+    for (auto& e : s->takeExitEvents()) exits.push_back(std::move(e));
+    return !exitsOf(exits, inside.pid()).empty();
+  }));
+  EXPECT_EQ(exitsOf(exits, inside.pid())[0].cgroup, sb->path());
+  EXPECT_TRUE(exitsOf(exits, outside.pid()).empty()) << "exits of untracked cgroups are not sent";
 }
 
 TEST(Sensors, CliWatchOomsJson) {
