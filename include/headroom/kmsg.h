@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "headroom/fs_root.h"
-#include "headroom/oom.h"
+#include "headroom/oom_record.h"
 #include "headroom/result.h"
 
 namespace headroom {

@@ -1,6 +1,6 @@
-// OOM kills and process exits as headroom understands them: joined from the BPF sensors and
-// the kernel's own OOM report in /dev/kmsg, and every exit classified (exited, signaled,
-// oom_killed) on the kernel's evidence, never on "137 means OOM".
+// What the sensors tell of OOM kills and exits: incidents joined from the BPF events and the
+// kernel's own report in /dev/kmsg (pure logic, no I/O), and every exit classified (exited,
+// signaled, oom_killed) on the kernel's evidence, never on "137 means OOM".
 #pragma once
 
 #include <sys/types.h>
@@ -10,34 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "headroom/oom_record.h"
+
 namespace headroom {
-
-// One row of the kernel's task dump of the OOM domain ("Tasks state (memory values in pages)").
-struct OomTaskDumpEntry {
-  pid_t pid = 0;
-  uid_t uid = 0;
-  pid_t tgid = 0;
-  std::uint64_t total_vm_bytes = 0;
-  std::uint64_t rss_bytes = 0;
-  std::optional<std::uint64_t> rss_anon_bytes, rss_file_bytes, rss_shmem_bytes;  // 6.x dumps only
-  std::uint64_t pgtables_bytes = 0;
-  std::uint64_t swap_bytes = 0;
-  int oom_score_adj = 0;
-  std::string name;
-};
-
-struct OomVictim {
-  pid_t pid = 0;   // the thread the kernel picked
-  pid_t tgid = 0;  // its process
-  std::string comm;
-  std::optional<uid_t> uid;
-  std::optional<int> oom_score_adj;
-  std::string cgroup;  // the victim's memory cgroup (task_memcg)
-  // The victim's memory when it was chosen, in bytes (from BPF or "Killed process ...").
-  std::optional<std::uint64_t> total_vm, anon_rss, file_rss, shmem_rss, pgtables, swap;
-  // The kernel marked it but sent no SIGKILL: it was already exiting.
-  bool kill_skipped = false;
-};
 
 // One OOM incident: one OOM domain, one trigger, one or more victims (memory.oom.group).
 struct OomEvent {
