@@ -75,7 +75,6 @@ struct RingDeleter {
 
 // One CUDA handler and the symbols (every variant) it serves.
 struct CudaProbe {
-  bpf_program* headroom_bpf::*unused = nullptr;
   const char* program;
   std::vector<const char*> symbols;
   bool runtime;
@@ -83,23 +82,23 @@ struct CudaProbe {
 
 const std::vector<CudaProbe>& cudaProbes() {
   static const std::vector<CudaProbe> probes = {
-      {nullptr, "host_alloc", {"cuMemHostAlloc", "cuMemAllocHost_v2", "cuMemAllocHost"}, false},
-      {nullptr, "host_register", {"cuMemHostRegister_v2", "cuMemHostRegister"}, false},
-      {nullptr, "host_free", {"cuMemFreeHost", "cuMemHostUnregister"}, false},
-      {nullptr, "dev_alloc",
+      {"host_alloc", {"cuMemHostAlloc", "cuMemAllocHost_v2", "cuMemAllocHost"}, false},
+      {"host_register", {"cuMemHostRegister_v2", "cuMemHostRegister"}, false},
+      {"host_free", {"cuMemFreeHost", "cuMemHostUnregister"}, false},
+      {"dev_alloc",
        {"cuMemAlloc_v2", "cuMemAlloc", "cuMemAllocManaged", "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
         "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz"},
        false},
-      {nullptr, "dev_alloc_pitch", {"cuMemAllocPitch_v2", "cuMemAllocPitch"}, false},
-      {nullptr, "dev_free", {"cuMemFree_v2", "cuMemFree", "cuMemFreeAsync", "cuMemFreeAsync_ptsz"}, false},
-      {nullptr, "vmm_create", {"cuMemCreate"}, false},
-      {nullptr, "vmm_release", {"cuMemRelease"}, false},
-      {nullptr, "ctx_destroy", {"cuCtxDestroy_v2", "cuCtxDestroy", "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset"}, false},
-      {nullptr, "rt_host_alloc", {"cudaHostAlloc", "cudaMallocHost"}, true},
-      {nullptr, "rt_host_register", {"cudaHostRegister"}, true},
-      {nullptr, "rt_host_free", {"cudaFreeHost", "cudaHostUnregister"}, true},
-      {nullptr, "rt_dev_alloc", {"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocAsync_ptsz"}, true},
-      {nullptr, "rt_dev_free", {"cudaFree", "cudaFreeAsync", "cudaFreeAsync_ptsz"}, true},
+      {"dev_alloc_pitch", {"cuMemAllocPitch_v2", "cuMemAllocPitch"}, false},
+      {"dev_free", {"cuMemFree_v2", "cuMemFree", "cuMemFreeAsync", "cuMemFreeAsync_ptsz"}, false},
+      {"vmm_create", {"cuMemCreate"}, false},
+      {"vmm_release", {"cuMemRelease"}, false},
+      {"ctx_destroy", {"cuCtxDestroy_v2", "cuCtxDestroy", "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset"}, false},
+      {"rt_host_alloc", {"cudaHostAlloc", "cudaMallocHost"}, true},
+      {"rt_host_register", {"cudaHostRegister"}, true},
+      {"rt_host_free", {"cudaFreeHost", "cudaHostUnregister"}, true},
+      {"rt_dev_alloc", {"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocAsync_ptsz"}, true},
+      {"rt_dev_free", {"cudaFree", "cudaFreeAsync", "cudaFreeAsync_ptsz"}, true},
   };
   return probes;
 }

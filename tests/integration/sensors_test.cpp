@@ -159,6 +159,39 @@ TEST(Sensors, RealOomKillIsCaughtJoinedAndClassified) {
   EXPECT_EQ(cg->oom_kills.value_or(0), 1u);
 }
 
+// The OOM killer also kills every process that shares the victim's mm, without a mark_victim
+// of their own: those exits are OOM kills too.
+TEST(Sensors, ProcessesSharingTheVictimsMmAreOomKilled) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  auto sb = CgroupSandbox::create("headroom-oom-sharers");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(64 * kMiB));
+  auto child = ChildProcess::spawn({HEADROOM_WORKLOAD, "--clone-vm", "--anon", std::to_string(256 * kMiB)},
+                                   sb->procsFile());
+  ASSERT_TRUE(child);
+  auto line = child->readLine();
+  ASSERT_TRUE(line);
+  ASSERT_EQ(line->rfind("sharer ", 0), 0u) << *line;
+  pid_t sharer = std::stoi(line->substr(7));
+  ASSERT_TRUE(child->wait());
+  std::vector<ExitEvent> exits;
+  ASSERT_TRUE(pollUntil(*s, [&] {
+    for (auto& e : s->takeExitEvents()) exits.push_back(std::move(e));
+    return !exitsOf(exits, child->pid()).empty() && !exitsOf(exits, sharer).empty();
+  })) << "both exits";
+  auto victims = exitsOf(exits, child->pid());
+  auto sharers = exitsOf(exits, sharer);
+  EXPECT_EQ(victims[0].kind, ExitKind::kOomKilled);
+  EXPECT_EQ(sharers[0].kind, ExitKind::kOomKilled) << "killed with the victim whose mm it shared";
+  EXPECT_TRUE(victims[0].oom_marked || sharers[0].oom_marked) << "one of them was marked";
+  EXPECT_TRUE(victims[0].shares_oom_mm || sharers[0].shares_oom_mm || (victims[0].oom_marked && sharers[0].oom_marked))
+      << "the other was found through the shared mm (marked " << victims[0].oom_marked << "/" << sharers[0].oom_marked
+      << ", shares " << victims[0].shares_oom_mm << "/" << sharers[0].shares_oom_mm << ")";
+  ::waitpid(sharer, nullptr, WNOHANG);  // reaped by init once its parent is gone
+}
+
 TEST(Sensors, KillNineIsSignaledAndExitIsExited) {
   SKIP_WITHOUT_BPF();
   Env env;

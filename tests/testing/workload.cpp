@@ -9,8 +9,12 @@
 //   --anon-slow N        like --anon, but 1 MiB at a time with a pause (a slow climb to a limit)
 //   --map-unmap N        mmap N bytes, touch them, munmap them
 //   --exit-after-ready   exit right after "ready" instead of waiting
+//   --clone-vm           start a second process sharing this one's mm (clone(CLONE_VM)), which
+//                        sleeps; its pid is printed as "sharer PID" before "ready"
 //   --exit-code N        the exit code (after ready and stdin's end, or right away with the above)
 #include <fcntl.h>
+#include <sched.h>
+#include <csignal>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -147,6 +151,14 @@ int main(int argc, char** argv) {
       void* p = mapAnon(n, true);
       touch(p, n, kPage);
       if (::munmap(p, n) != 0) die("munmap");
+    } else if (a == "--clone-vm") {
+      static char stack[64 * 1024];
+      int pid = ::clone([](void*) -> int {
+        for (;;) ::pause();
+      }, stack + sizeof stack, CLONE_VM | SIGCHLD, nullptr);
+      if (pid < 0) die("clone");
+      std::printf("sharer %d\n", pid);
+      std::fflush(stdout);
     } else if (a == "--exit-code") {
       need(1);
       exit_code = static_cast<int>(size(argv[++i]));
