@@ -447,6 +447,14 @@ void Sensors::Impl::startBpf() {
     auto st = openAndLoad(enabled, notes);
     if (st) break;
     std::string failed = detail::failedProgram(capture.text());
+    int code = st.error().code;
+    if (failed.empty() && (code == EPERM || code == EACCES)) {
+      // Not one program's fault: this process may not load BPF at all.
+      for (const auto& sensor : enabled)
+        set(sensor, SensorState::kDegraded,
+            fmt::format("BPF not permitted ({}): needs CAP_BPF and CAP_PERFMON, or root", std::strerror(code)));
+      return;
+    }
     std::string victim;
     for (const auto& [sensor, progs] : sensorPrograms()) {
       for (const char* p : progs) {

@@ -444,6 +444,28 @@ TEST(Sensors, TrackedCgroupsFilterInTheKernel) {
   EXPECT_TRUE(exitsOf(exits, outside.pid()).empty()) << "exits of untracked cgroups are not sent";
 }
 
+// Without the privileges for BPF, every BPF sensor says why and the snapshot still works from
+// /proc and the cgroup files.
+TEST(Sensors, UnprivilegedSnapshotDegradesAndStillWorks) {
+  SKIP_WITHOUT_BPF();
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "no setpriv (util-linux)";
+  auto r = testing::runCommand({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                "--inh-caps=-all", HEADROOM_BINARY, "snapshot", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const auto& sensor : j["sensors"]) {
+    std::string name = sensor["name"];
+    if (name == "cuda" || name == "mmap") continue;  // off / no tracefs as an ordinary user
+    EXPECT_EQ(sensor["state"], "degraded") << name;
+    if (name == "kmsg") {
+      EXPECT_NE(sensor["reason"].get<std::string>().find("CAP_SYSLOG"), std::string::npos);
+    } else {
+      EXPECT_NE(sensor["reason"].get<std::string>().find("CAP_BPF"), std::string::npos) << sensor["reason"];
+    }
+  }
+  EXPECT_FALSE(j["cgroups"].empty()) << "the snapshot itself is whole";
+}
+
 TEST(Sensors, CliWatchOomsJson) {
   SKIP_WITHOUT_BPF();
   auto sb = CgroupSandbox::create("headroom-oom-cli");
