@@ -28,10 +28,14 @@
 
 namespace headroom {
 
-TracepointSignature tracepointSignature(const std::string& name) {
+TracepointSignature tracepointSignature(const std::string& name, const ::btf* vmlinux) {
   TracepointSignature sig;
-  btf* vmlinux = btf__load_vmlinux_btf();
-  if (vmlinux == nullptr) return sig;
+  ::btf* owned = nullptr;
+  if (vmlinux == nullptr) {
+    owned = btf__load_vmlinux_btf();
+    if (owned == nullptr) return sig;
+    vmlinux = owned;
+  }
   int id = btf__find_by_name_kind(vmlinux, ("btf_trace_" + name).c_str(), BTF_KIND_TYPEDEF);
   if (id > 0) {
     // typedef -> pointer -> func_proto(void *, args...)
@@ -48,7 +52,7 @@ TracepointSignature tracepointSignature(const std::string& name) {
       }
     }
   }
-  btf__free(vmlinux);
+  btf__free(owned);
   return sig;
 }
 
@@ -156,6 +160,8 @@ struct Sensors::Impl {
   std::int64_t cgroup_paths_built_ns = 0;
   std::uint64_t events = 0;
   std::optional<std::int64_t> last_mark_latency_ns;
+  std::unique_ptr<btf, void (*)(btf*)> vmlinux{nullptr, btf__free};  // loaded once at start
+  TracepointSignature signature(const std::string& name) const { return tracepointSignature(name, vmlinux.get()); }
   bpf_link* fault_iter = nullptr;  // owned by `links`
   std::map<pid_t, std::uint64_t> live_faults;  // summed over live threads, per tgid
   std::int64_t live_faults_ns = 0;
@@ -371,7 +377,7 @@ Result<Ok> Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std:
   }
   if (enabled.count("oom")) {
     std::string tp = tracepoint("oom", "mark_victim");
-    TracepointSignature sig = tracepointSignature(tp);
+    TracepointSignature sig = signature(tp);
     bool task = sig.args >= 2 && sig.first_is_pointer;
     bpf_program__set_autoload(skel->progs.mark_victim_task, task);
     bpf_program__set_autoload(skel->progs.mark_victim_pid, !task);
@@ -379,7 +385,7 @@ Result<Ok> Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std:
     notes["oom"] = task ? fmt::format("tp_btf/{} (victim task_struct)", tp) : fmt::format("tp_btf/{} (victim pid only)", tp);
     for (auto [prog, name] : {std::pair{skel->progs.start_task_reaping, "start_task_reaping"},
                               std::pair{skel->progs.finish_task_reaping, "finish_task_reaping"}}) {
-      if (!tracepointSignature(name).exists) bpf_program__set_autoload(prog, false);
+      if (!signature(name).exists) bpf_program__set_autoload(prog, false);
     }
   }
   if (enabled.count("exits")) {
@@ -394,7 +400,7 @@ Result<Ok> Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std:
   }
   if (enabled.count("rss")) {
     std::string tp = tracepoint("rss", "rss_stat");
-    TracepointSignature sig = tracepointSignature(tp);
+    TracepointSignature sig = signature(tp);
     bool old = sig.args >= 3;
     bpf_program__set_autoload(skel->progs.rss_stat_new, !old);
     bpf_program__set_autoload(skel->progs.rss_stat_old, old);
@@ -411,6 +417,7 @@ Result<Ok> Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std:
 
 void Sensors::Impl::startBpf() {
   routeLibbpfLogToSpdlog();
+  vmlinux.reset(btf__load_vmlinux_btf());
   std::map<std::string, std::string> notes;
   std::set<std::string> enabled = {"oom", "exits"};
   if (cfg.faults) enabled.insert("faults");
@@ -421,7 +428,7 @@ void Sensors::Impl::startBpf() {
   // Probe before load: switch off what this kernel lacks, and say so.
   auto probe = [&](const std::string& sensor, const std::string& tp, const char* what) {
     if (!enabled.count(sensor)) return;
-    if (!tracepointSignature(tp).exists) {
+    if (!signature(tp).exists) {
       enabled.erase(sensor);
       set(sensor, SensorState::kDegraded, fmt::format("tracepoint {} not in this kernel ({})", tp, what));
     }

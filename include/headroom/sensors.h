@@ -19,6 +19,7 @@
 #include "headroom/sensor_data.h"
 
 struct exitcount_bpf;
+struct btf;
 
 namespace headroom {
 
@@ -142,6 +143,7 @@ struct TracepointSignature {
   int args = 0;
   bool first_is_pointer = false;
 };
-TracepointSignature tracepointSignature(const std::string& name);
+// `vmlinux`: the kernel's BTF when the caller holds it (else it is loaded for this call).
+TracepointSignature tracepointSignature(const std::string& name, const ::btf* vmlinux = nullptr);
 
 }  // namespace headroom
