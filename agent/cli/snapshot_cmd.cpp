@@ -96,7 +96,13 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   if (opts.watch_ooms) {
     std::signal(SIGINT, onStopSignal);
     std::signal(SIGTERM, onStopSignal);
-    if (!opts.json) {
+    if (opts.json) {
+      // The first object says that watching has begun and with which sensors.
+      nlohmann::json header = {{"watching", true}, {"sensors", nlohmann::json::array()}};
+      for (const auto& s : sensors->status())
+        header["sensors"].push_back({{"name", s.name}, {"state", toString(s.state)}, {"reason", s.reason}});
+      out << dumpJson(header) << "\n" << std::flush;
+    } else {
       for (const auto& s : sensors->status())
         out << fmt::format("sensor {}: {}{}\n", s.name, toString(s.state), s.reason.empty() ? "" : " (" + s.reason + ")");
       out << "watching for OOM kills (Ctrl-C to stop)\n" << std::flush;

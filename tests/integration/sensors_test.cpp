@@ -474,7 +474,11 @@ TEST(Sensors, CliWatchOomsJson) {
   auto watcher = ChildProcess::spawn({HEADROOM_BINARY, "snapshot", "--watch-ooms", "--json", "--count", "1",
                                       "--seconds", "30"});
   ASSERT_TRUE(watcher);
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // let it load and attach
+  auto header = watcher->readLine(std::chrono::seconds(30));  // attached and watching
+  ASSERT_TRUE(header) << header.error().describe();
+  auto h = nlohmann::json::parse(*header);
+  EXPECT_EQ(h["watching"], true);
+  EXPECT_FALSE(h["sensors"].empty());
   auto child = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon", std::to_string(128 * kMiB)}, sb->procsFile());
   ASSERT_TRUE(child);
   ASSERT_TRUE(child->wait());
