@@ -1,0 +1,71 @@
+// The agent's configuration: one TOML file (toml++), every key also a flag. Loading validates
+// everything; an error names the key (or flag), the value and what is allowed.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headroom/result.h"
+#include "headroom/roles.h"
+#include "headroom/sensors.h"
+
+namespace headroom {
+
+struct ListenAddress {
+  std::string host = "127.0.0.1";  // IPv4 address, host name, or IPv6 address (kept without [])
+  std::uint16_t port = 9464;       // 0: any free port (tests)
+  std::string text() const;        // "127.0.0.1:9464", "[::1]:9464"
+};
+// "ADDR:PORT" ("127.0.0.1:9464", "0.0.0.0:9464", "[::1]:9464", "localhost:9464").
+Result<ListenAddress> parseListenAddress(std::string_view text);
+
+enum class LogFormat { kText, kJson };
+const char* toString(LogFormat f);
+
+struct AgentConfig {
+  ListenAddress listen;
+  std::chrono::milliseconds interval{5000};  // between samples
+  // Memory cgroups to watch (paths inside the hierarchy) with their subtrees; empty: every
+  // memory cgroup that holds a process.
+  std::vector<std::string> cgroups;
+  std::vector<RoleRule> role_rules;  // parsed from "ROLE=KIND:VALUE", first match wins
+  bool smaps = true;                  // read smaps_rollup (PSS)
+  std::size_t max_processes = 20000;  // processes read per sample; beyond, counted only
+  LogFormat log_format = LogFormat::kText;
+  std::string log_level = "info";  // trace, debug, info, warn, error
+  SensorsConfig sensors;           // [sensors]: which sensors, CUDA paths, ring and map sizes
+  // [metrics]: label cardinality bounds.
+  std::size_t top_processes = 10;  // per-process series per role (the rest sum into "other")
+  std::size_t max_cgroups = 256;   // per-cgroup series: the largest cgroups by usage
+  std::size_t max_series = 20000;  // hard cap on all series; beyond, dropped and counted
+  std::size_t recent_ooms = 256;   // OOM events kept for /v1/ooms
+};
+
+// One key of the configuration: its TOML name ("sensors.oom_ring_bytes"), the flag that
+// overrides it ("--sensors.oom-ring-bytes"), what it takes, and its help line.
+struct ConfigKey {
+  std::string name;
+  std::string flag;
+  std::string kind;  // "bool", "size", "duration", "count", "string", "list", "enum(a|b)"
+  std::string help;
+  bool repeatable = false;  // list keys: the flag may be given several times
+};
+const std::vector<ConfigKey>& configKeys();
+
+// Parses a TOML document; `source` names it in errors ("/etc/headroom/agent.toml").
+// Unknown keys and bad values are errors naming the key, the value and what is allowed.
+Result<AgentConfig> parseAgentConfig(std::string_view toml_text, std::string_view source);
+// Reads and parses a file (an unreadable file is an error naming it).
+Result<AgentConfig> loadAgentConfig(const std::string& path);
+// Applies a flag's values over a config ("--interval", {"2s"}); list keys replace the list.
+// Errors name the flag, the value and what is allowed.
+Status applyConfigFlag(AgentConfig& cfg, const ConfigKey& key, const std::vector<std::string>& values);
+
+// "5s", "500ms", "2m", "1h", "1.5s"; a plain number is seconds.
+Result<std::chrono::milliseconds> parseDuration(std::string_view text);
+
+}  // namespace headroom
