@@ -1,0 +1,665 @@
+#include "headroom/exporter.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <cassert>
+#include <exception>
+#include <initializer_list>
+#include <sstream>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "headroom/version.h"
+
+namespace headroom {
+namespace {
+
+// Family names, each used once in the catalogue and wherever the family is filled.
+// The agent itself.
+constexpr const char* kBuildInfo = "headroom_build_info";
+constexpr const char* kProcessResident = "process_resident_memory_bytes";
+constexpr const char* kProcessCpu = "process_cpu_seconds_total";
+constexpr const char* kProcessStart = "process_start_time_seconds";
+constexpr const char* kSampleDuration = "headroom_sample_duration_seconds";
+constexpr const char* kLastSample = "headroom_last_sample_timestamp_seconds";
+constexpr const char* kSamples = "headroom_samples_total";
+constexpr const char* kSampleFailures = "headroom_sample_failures_total";
+constexpr const char* kConfigReloads = "headroom_config_reloads_total";
+constexpr const char* kConfigReloadFailures = "headroom_config_reload_failures_total";
+constexpr const char* kUpdateFailures = "headroom_exporter_update_failures_total";
+constexpr const char* kScrapeDuration = "headroom_scrape_duration_seconds";
+constexpr const char* kSeries = "headroom_series";
+constexpr const char* kSeriesDropped = "headroom_series_dropped";
+constexpr const char* kProcessesTracked = "headroom_processes_tracked";
+constexpr const char* kProcessesSkipped = "headroom_processes_skipped";
+// Sensors.
+constexpr const char* kSensorState = "headroom_sensor_state";
+constexpr const char* kRingDrops = "headroom_ring_buffer_drops_total";
+constexpr const char* kMapFullDrops = "headroom_map_full_drops_total";
+constexpr const char* kKmsgLost = "headroom_kmsg_lost_total";
+constexpr const char* kKmsgAbandoned = "headroom_kmsg_reports_abandoned_total";
+constexpr const char* kSensorEvents = "headroom_sensor_events_total";
+constexpr const char* kOomLatency = "headroom_oom_event_latency_seconds";
+constexpr const char* kOomKills = "headroom_oom_kills_total";
+constexpr const char* kOomKillLast = "headroom_oom_kill_last_timestamp_seconds";
+// Host.
+constexpr const char* kHostMemory = "headroom_host_memory_bytes";
+constexpr const char* kHostPressure = "headroom_host_pressure_seconds_total";
+// Cgroups.
+constexpr const char* kCgroupLimit = "headroom_cgroup_limit_bytes";
+constexpr const char* kCgroupEffectiveLimit = "headroom_cgroup_effective_limit_bytes";
+constexpr const char* kCgroupUsage = "headroom_cgroup_usage_bytes";
+constexpr const char* kCgroupPeak = "headroom_cgroup_peak_bytes";
+constexpr const char* kCgroupHeadroom = "headroom_cgroup_headroom_bytes";
+constexpr const char* kCgroupMemory = "headroom_cgroup_memory_bytes";
+constexpr const char* kCgroupInvisible = "headroom_cgroup_invisible_bytes";
+constexpr const char* kCgroupOomEvents = "headroom_cgroup_oom_events_total";
+constexpr const char* kCgroupOomKills = "headroom_cgroup_oom_kills_total";
+constexpr const char* kCgroupLimitHits = "headroom_cgroup_limit_hits_total";
+constexpr const char* kCgroupPressure = "headroom_cgroup_pressure_seconds_total";
+constexpr const char* kCgroupProcesses = "headroom_cgroup_processes";
+// Processes, grouped by (cgroup, role, comm).
+constexpr const char* kProcRss = "headroom_process_rss_bytes";
+constexpr const char* kProcPss = "headroom_process_pss_bytes";
+constexpr const char* kProcPageTables = "headroom_process_page_tables_bytes";
+constexpr const char* kProcSwap = "headroom_process_swap_bytes";
+constexpr const char* kProcPinned = "headroom_process_pinned_bytes";
+constexpr const char* kProcPinnedPeak = "headroom_process_pinned_peak_bytes";
+constexpr const char* kProcDevice = "headroom_process_device_bytes";
+constexpr const char* kProcDevicePeak = "headroom_process_device_peak_bytes";
+constexpr const char* kProcFaults = "headroom_process_page_faults_total";
+constexpr const char* kProcMmap = "headroom_process_mmap_bytes_total";
+constexpr const char* kProcGroupSize = "headroom_process_group_size";
+
+// The label value that stands for everything a cap folded together.
+constexpr std::string_view kOther = "other";
+// Series reserved ahead of every other: series dropped, series, and the scrape duration
+// (added by render()), so that the accounting itself is never what the cap cuts.
+constexpr std::size_t kReservedSeries = 3;
+
+std::vector<MetricInfo> buildCatalog() {
+  using L = std::vector<std::string>;
+  constexpr MetricType kG = MetricType::kGauge;
+  constexpr MetricType kC = MetricType::kCounter;
+  const L cg = {"cgroup"};
+  const L proc = {"cgroup", "role", "process"};
+  const L proc_kind = {"cgroup", "role", "process", "kind"};
+  return {
+      // agent
+      {kBuildInfo, kG, {"version"}, "Always 1; the agent's version is the label."},
+      {kProcessResident, kG, {}, "Resident memory of the headroom agent itself, in bytes."},
+      {kProcessCpu, kC, {}, "User and system CPU time the headroom agent has used, in seconds."},
+      {kProcessStart, kG, {}, "Start time of the headroom agent, in seconds since the Unix epoch."},
+      {kSampleDuration, kG, {}, "Duration of the last sample (collection and model), in seconds."},
+      {kLastSample, kG, {}, "Time of the last successful sample, in seconds since the Unix epoch."},
+      {kSamples, kC, {}, "Samples taken."},
+      {kSampleFailures, kC, {}, "Samples that failed."},
+      {kConfigReloads, kC, {}, "Configuration reloads applied."},
+      {kConfigReloadFailures, kC, {}, "Configuration reloads refused (the previous configuration stays)."},
+      {kUpdateFailures, kC, {}, "Exporter updates that failed (the previous update's series stay)."},
+      {kScrapeDuration, kG, {}, "Duration of the previous scrape's rendering, in seconds."},
+      {kSeries, kG, {}, "Series exported by the last update, this one included."},
+      {kSeriesDropped, kG, {}, "Series the caps (max_cgroups, max_series) left out of the last update."},
+      {kProcessesTracked, kG, {}, "Processes read in the last sample."},
+      {kProcessesSkipped, kG, {}, "Processes seen but not read in the last sample (over the process cap)."},
+      // sensors
+      {kSensorState, kG, {"sensor", "state"}, "1 for the sensor's current state (active, degraded, off), 0 for the others."},
+      {kRingDrops, kC, {"ring"}, "Records the BPF ring buffers had no room for, by ring (oom, exit)."},
+      {kMapFullDrops, kC, {}, "Updates the BPF per-process maps had no room for."},
+      {kKmsgLost, kC, {}, "Messages /dev/kmsg overwrote before they were read."},
+      {kKmsgAbandoned, kC, {}, "OOM reports in /dev/kmsg abandoned incomplete."},
+      {kSensorEvents, kC, {}, "Records consumed from the BPF ring buffers."},
+      {kOomLatency, kG, {}, "For the last OOM kill, the time from oom:mark_victim in the kernel to the record in user space, in seconds."},
+      {kOomKills, kC, proc, "OOM kills the sensors saw, by victim's cgroup, role and command."},
+      {kOomKillLast, kG, proc, "Time of the last OOM kill the sensors saw, in seconds since the Unix epoch."},
+      // host
+      {kHostMemory, kG, {"kind"}, "Host memory from /proc/meminfo, in bytes."},
+      {kHostPressure, kC, {"kind"}, "Host memory pressure stall time (/proc/pressure/memory total), in seconds."},
+      // cgroups
+      {kCgroupLimit, kG, cg, "The cgroup's own memory limit, in bytes (no series when unlimited)."},
+      {kCgroupEffectiveLimit, kG, cg, "The limit of the tightest bound (own, an ancestor's, or the host's), in bytes."},
+      {kCgroupUsage, kG, cg, "Memory charged to the cgroup and its descendants, in bytes."},
+      {kCgroupPeak, kG, cg, "Highest memory usage the kernel recorded for the cgroup, in bytes."},
+      {kCgroupHeadroom, kG, cg, "Room left under the tightest bound, in bytes."},
+      {kCgroupMemory, kG, {"cgroup", "kind"}, "The cgroup's usage split into parts, in bytes; with kind=unattributed they add up to usage."},
+      {kCgroupInvisible, kG, cg, "Memory charged to the cgroup that no process's RSS shows, in bytes."},
+      {kCgroupOomEvents, kC, cg, "Times the cgroup hit its limit and the OOM killer was invoked (memory.events oom)."},
+      {kCgroupOomKills, kC, cg, "Processes the OOM killer killed in the cgroup (memory.events oom_kill, v1 oom_control)."},
+      {kCgroupLimitHits, kC, cg, "Times usage hit the limit (v1 memory.failcnt, v2 memory.events max)."},
+      {kCgroupPressure, kC, {"cgroup", "kind"}, "Memory pressure stall time of the cgroup (v2 memory.pressure total), in seconds."},
+      {kCgroupProcesses, kG, cg, "Processes in the cgroup and its descendants."},
+      // processes
+      {kProcRss, kG, proc_kind, "Resident memory of the processes in the group, by kind (anon, file, shmem), in bytes."},
+      {kProcPss, kG, proc, "Proportional set size of the processes in the group, in bytes."},
+      {kProcPageTables, kG, proc, "Page tables of the processes in the group (VmPTE), in bytes."},
+      {kProcSwap, kG, proc, "Swapped-out memory of the processes in the group, in bytes."},
+      {kProcPinned, kG, proc, "Host memory pinned for device DMA by the processes in the group, in bytes."},
+      {kProcPinnedPeak, kG, proc, "Sum of the processes' peak pinned host memory, in bytes."},
+      {kProcDevice, kG, proc, "CUDA device memory allocated by the processes in the group, in bytes."},
+      {kProcDevicePeak, kG, proc, "Sum of the processes' peak CUDA device memory, in bytes."},
+      {kProcFaults, kC, proc_kind, "Page faults of the processes in the group, by kind (minor, major)."},
+      {kProcMmap, kC, {"cgroup", "role", "process", "op"}, "Bytes the processes in the group mapped and unmapped, by op (mmap, munmap)."},
+      {kProcGroupSize, kG, proc, "Processes summed into the group's series."},
+  };
+}
+
+const std::unordered_map<std::string_view, const MetricInfo*>& catalogIndex() {
+  static const std::unordered_map<std::string_view, const MetricInfo*> index = [] {
+    std::unordered_map<std::string_view, const MetricInfo*> m;
+    for (const MetricInfo& i : metricCatalog()) m.emplace(i.name, &i);
+    return m;
+  }();
+  return index;
+}
+
+// The catalogue's entry for a family the code is about to fill: a name missing from it is a
+// programming error (asserted in debug builds; the family is left out otherwise).
+const MetricInfo* infoOf(std::string_view name) {
+  const MetricInfo* info = findMetric(name);
+  assert(info != nullptr && "metric family missing from metricCatalog()");
+  return info;
+}
+
+// Label values go out as valid UTF-8 without control characters: a comm is 15 bytes cut
+// anywhere, possibly in the middle of a character, and a scraper rejects the whole page
+// for one invalid byte. Each invalid byte becomes '?'.
+std::string labelValue(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  auto cont = [&](std::size_t at, unsigned lo = 0x80, unsigned hi = 0xBF) {
+    if (at >= s.size()) return false;
+    const auto b = static_cast<unsigned char>(s[at]);
+    return b >= lo && b <= hi;
+  };
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;  // length of a valid sequence starting here, 0 when invalid
+    if (c >= 0x20 && c < 0x7F) {
+      n = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = cont(i + 1) ? 2 : 0;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned lo = c == 0xE0 ? 0xA0 : 0x80;  // no overlong forms
+      const unsigned hi = c == 0xED ? 0x9F : 0xBF;  // no surrogates
+      n = cont(i + 1, lo, hi) && cont(i + 2) ? 3 : 0;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned lo = c == 0xF0 ? 0x90 : 0x80;
+      const unsigned hi = c == 0xF4 ? 0x8F : 0xBF;
+      n = cont(i + 1, lo, hi) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    }
+    if (n == 0) {
+      out += '?';
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+double sec(std::uint64_t us) { return static_cast<double>(us) / 1e6; }
+double num(std::uint64_t v) { return static_cast<double>(v); }
+
+// Adds series to a fresh registry under a budget; what does not fit is counted, not added.
+// In counting mode (a cgroup or process left out by a cap) every series is counted only.
+class SeriesSink {
+ public:
+  SeriesSink(prometheus::Registry& registry, std::size_t budget) : registry_(registry), budget_(budget) {}
+
+  // One series of the family `name`, label values in the catalogue's label order.
+  void add(std::string_view name, std::initializer_list<std::string_view> values, double value) {
+    put(name, values, value, false);
+  }
+  // A series outside the budget (the reserved accounting series).
+  void addReserved(std::string_view name, double value) { put(name, {}, value, true); }
+
+  void setCountingOnly(bool on) { counting_only_ = on; }
+  std::size_t added() const { return added_; }
+  std::size_t dropped() const { return dropped_; }
+
+ private:
+  struct Families {
+    prometheus::Family<prometheus::Gauge>* gauge = nullptr;
+    prometheus::Family<prometheus::Counter>* counter = nullptr;
+  };
+
+  void put(std::string_view name, std::initializer_list<std::string_view> values, double value, bool reserved) {
+    const MetricInfo* info = infoOf(name);
+    if (info == nullptr) return;
+    assert(values.size() == info->labels.size() && "label values do not match the catalogue");
+    if (values.size() != info->labels.size()) return;
+    if (counting_only_ || (!reserved && added_ >= budget_)) {
+      ++dropped_;
+      return;
+    }
+    prometheus::Labels labels;
+    auto v = values.begin();
+    for (const std::string& l : info->labels) labels.emplace(l, labelValue(*v++));
+    Families& f = families_[info];
+    if (info->type == MetricType::kGauge) {
+      if (f.gauge == nullptr) f.gauge = &prometheus::BuildGauge().Name(info->name).Help(info->help).Register(registry_);
+      if (!f.gauge->Has(labels)) ++added_;
+      f.gauge->Add(labels).Set(value);
+    } else {
+      if (f.counter == nullptr) {
+        f.counter = &prometheus::BuildCounter().Name(info->name).Help(info->help).Register(registry_);
+      }
+      if (f.counter->Has(labels)) return;  // a counter is set once per update
+      ++added_;
+      f.counter->Add(labels).Increment(value);
+    }
+  }
+
+  prometheus::Registry& registry_;
+  std::size_t budget_;
+  std::size_t added_ = 0;
+  std::size_t dropped_ = 0;
+  bool counting_only_ = false;
+  std::unordered_map<const MetricInfo*, Families> families_;
+};
+
+// Processes with the same (cgroup, role, comm), summed.
+struct ProcessGroup {
+  std::string cgroup;
+  Role role = Role::kSystem;
+  std::string process;
+  std::uint64_t rss = 0, rss_anon = 0, rss_file = 0, rss_shmem = 0;
+  std::uint64_t pss = 0;
+  bool pss_known = true;  // every member's PSS known (a partial sum would mislead)
+  std::uint64_t page_tables = 0, swap = 0;
+  bool has_pinned = false, has_device = false, has_device_peak = false, has_activity = false;
+  std::uint64_t pinned = 0, pinned_peak = 0, device = 0, device_peak = 0;
+  std::uint64_t minflt = 0, majflt = 0, mmap = 0, munmap = 0;
+  std::size_t count = 0;
+
+  void add(const ProcessSnapshot& p) {
+    const ProcessAttribution& a = p.attribution;
+    rss += a.rss;
+    rss_anon += a.rss_anon;
+    rss_file += a.rss_file;
+    rss_shmem += a.rss_shmem;
+    if (a.pss) {
+      pss += *a.pss;
+    } else {
+      pss_known = false;
+    }
+    page_tables += a.page_tables;
+    swap += a.swap;
+    if (a.pinned) {
+      has_pinned = true;
+      pinned += a.pinned->live_bytes;
+      pinned_peak += a.pinned->peak_bytes;
+    }
+    if (a.device_bytes) {
+      has_device = true;
+      device += *a.device_bytes;
+    }
+    if (a.device_peak_bytes) {
+      has_device_peak = true;
+      device_peak += *a.device_peak_bytes;
+    }
+    minflt += p.sample.minflt;
+    majflt += p.sample.majflt;
+    if (p.activity) {
+      has_activity = true;
+      mmap += p.activity->mmap_bytes;
+      munmap += p.activity->munmap_bytes;
+    }
+    ++count;
+  }
+
+  void merge(const ProcessGroup& g) {
+    rss += g.rss;
+    rss_anon += g.rss_anon;
+    rss_file += g.rss_file;
+    rss_shmem += g.rss_shmem;
+    pss += g.pss;
+    pss_known = pss_known && g.pss_known;
+    page_tables += g.page_tables;
+    swap += g.swap;
+    has_pinned = has_pinned || g.has_pinned;
+    has_device = has_device || g.has_device;
+    has_device_peak = has_device_peak || g.has_device_peak;
+    has_activity = has_activity || g.has_activity;
+    pinned += g.pinned;
+    pinned_peak += g.pinned_peak;
+    device += g.device;
+    device_peak += g.device_peak;
+    minflt += g.minflt;
+    majflt += g.majflt;
+    mmap += g.mmap;
+    munmap += g.munmap;
+    count += g.count;
+  }
+};
+
+using GroupKey = std::tuple<std::string, Role, std::string>;
+
+struct ProcessGroups {
+  std::vector<ProcessGroup> shown;     // by RSS, largest first
+  std::vector<ProcessGroup> left_out;  // of cgroups max_cgroups left out: counted, not shown
+};
+
+// Sums processes by (cgroup, role, comm). Per role, the `top` largest groups by RSS (across
+// cgroups) keep their name; the rest of the role is summed into process="other" of its
+// cgroup, so every byte stays in some series.
+ProcessGroups groupProcesses(const Snapshot& snap, const std::unordered_set<std::string_view>& left_out_cgroups,
+                             std::size_t top) {
+  std::map<GroupKey, ProcessGroup> groups, left_out;
+  for (const ProcessSnapshot& p : snap.processes) {
+    auto& into = left_out_cgroups.contains(p.cgroup) ? left_out : groups;
+    auto [it, inserted] = into.try_emplace(GroupKey{p.cgroup, p.role, p.sample.comm});
+    if (inserted) it->second = ProcessGroup{.cgroup = p.cgroup, .role = p.role, .process = p.sample.comm};
+    it->second.add(p);
+  }
+  const auto by_rss = [](const ProcessGroup* a, const ProcessGroup* b) { return a->rss > b->rss; };
+  std::map<Role, std::vector<const ProcessGroup*>> by_role;
+  for (const auto& [key, g] : groups) by_role[g.role].push_back(&g);
+  std::map<GroupKey, ProcessGroup> kept;
+  for (auto& [role, list] : by_role) {
+    std::stable_sort(list.begin(), list.end(), by_rss);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const ProcessGroup& g = *list[i];
+      const std::string process = i < top ? g.process : std::string(kOther);
+      auto [it, inserted] = kept.try_emplace(GroupKey{g.cgroup, g.role, process});
+      if (inserted) it->second = ProcessGroup{.cgroup = g.cgroup, .role = g.role, .process = process};
+      it->second.merge(g);
+    }
+  }
+  std::vector<const ProcessGroup*> order;
+  order.reserve(kept.size());
+  for (const auto& [key, g] : kept) order.push_back(&g);
+  std::stable_sort(order.begin(), order.end(), by_rss);
+  ProcessGroups out;
+  out.shown.reserve(order.size());
+  for (const ProcessGroup* g : order) out.shown.push_back(*g);
+  for (auto& [key, g] : left_out) out.left_out.push_back(std::move(g));
+  return out;
+}
+
+void emitProcessGroup(SeriesSink& sink, const ProcessGroup& g) {
+  const std::string_view cgroup = g.cgroup;
+  const std::string_view role = toString(g.role);
+  const std::string_view process = g.process;
+  sink.add(kProcRss, {cgroup, role, process, "anon"}, num(g.rss_anon));
+  sink.add(kProcRss, {cgroup, role, process, "file"}, num(g.rss_file));
+  sink.add(kProcRss, {cgroup, role, process, "shmem"}, num(g.rss_shmem));
+  if (g.pss_known) sink.add(kProcPss, {cgroup, role, process}, num(g.pss));
+  sink.add(kProcPageTables, {cgroup, role, process}, num(g.page_tables));
+  sink.add(kProcSwap, {cgroup, role, process}, num(g.swap));
+  if (g.has_pinned) {
+    sink.add(kProcPinned, {cgroup, role, process}, num(g.pinned));
+    sink.add(kProcPinnedPeak, {cgroup, role, process}, num(g.pinned_peak));
+  }
+  if (g.has_device) sink.add(kProcDevice, {cgroup, role, process}, num(g.device));
+  if (g.has_device_peak) sink.add(kProcDevicePeak, {cgroup, role, process}, num(g.device_peak));
+  sink.add(kProcFaults, {cgroup, role, process, "minor"}, num(g.minflt));
+  sink.add(kProcFaults, {cgroup, role, process, "major"}, num(g.majflt));
+  if (g.has_activity) {
+    sink.add(kProcMmap, {cgroup, role, process, "mmap"}, num(g.mmap));
+    sink.add(kProcMmap, {cgroup, role, process, "munmap"}, num(g.munmap));
+  }
+  sink.add(kProcGroupSize, {cgroup, role, process}, num(g.count));
+}
+
+void emitCgroup(SeriesSink& sink, const CgroupSnapshot& c) {
+  const CgroupMemory& m = c.memory;
+  const std::string_view path = m.path;
+  sink.add(kCgroupUsage, {path}, num(m.usage));
+  if (m.limit) sink.add(kCgroupLimit, {path}, num(*m.limit));
+  if (c.tightest) sink.add(kCgroupEffectiveLimit, {path}, num(c.tightest->limit));
+  if (auto h = c.headroom()) sink.add(kCgroupHeadroom, {path}, num(*h));
+  if (m.peak) sink.add(kCgroupPeak, {path}, num(*m.peak));
+  for (const Part& p : c.attribution.parts) sink.add(kCgroupMemory, {path, toString(p.kind)}, num(p.bytes));
+  sink.add(kCgroupMemory, {path, "unattributed"}, static_cast<double>(c.attribution.unattributed));
+  sink.add(kCgroupInvisible, {path}, num(c.attribution.invisibleBytes()));
+  if (m.oom_events) sink.add(kCgroupOomEvents, {path}, num(*m.oom_events));
+  if (m.oom_kills) sink.add(kCgroupOomKills, {path}, num(*m.oom_kills));
+  const std::optional<std::uint64_t> hits = m.version == 1 ? m.failcnt : m.events.get("max");
+  if (hits) sink.add(kCgroupLimitHits, {path}, num(*hits));
+  if (m.pressure) {
+    sink.add(kCgroupPressure, {path, "some"}, sec(m.pressure->some.total_us));
+    if (m.pressure->full) sink.add(kCgroupPressure, {path, "full"}, sec(m.pressure->full->total_us));
+  }
+  sink.add(kCgroupProcesses, {path}, num(c.processes.size()));
+}
+
+void emitHost(SeriesSink& sink, const HostSnapshot& host) {
+  const Meminfo& mi = host.meminfo;
+  struct Field {
+    std::string_view kind;
+    std::uint64_t value;
+    const char* key;  // meminfo key: the series only where the kernel has it; nullptr: always
+  };
+  const Field fields[] = {
+      {"mem_total", mi.mem_total, nullptr},
+      {"mem_free", mi.mem_free, "MemFree"},
+      {"mem_available", mi.mem_available, nullptr},
+      {"buffers", mi.buffers, "Buffers"},
+      {"cached", mi.cached, "Cached"},
+      {"shmem", mi.shmem, "Shmem"},
+      {"anon_pages", mi.anon_pages, "AnonPages"},
+      {"mlocked", mi.mlocked, nullptr},
+      {"page_tables", mi.page_tables, nullptr},
+      {"sec_page_tables", mi.sec_page_tables, "SecPageTables"},
+      {"kernel_stack", mi.kernel_stack, nullptr},
+      {"slab", mi.slab, nullptr},
+      {"slab_reclaimable", mi.s_reclaimable, "SReclaimable"},
+      {"slab_unreclaimable", mi.s_unreclaim, "SUnreclaim"},
+      {"percpu", mi.percpu, "Percpu"},
+      {"swap_total", mi.swap_total, "SwapTotal"},
+      {"swap_free", mi.swap_free, "SwapFree"},
+      {"hugetlb", mi.hugetlb, "HugePages_Total"},
+  };
+  for (const Field& f : fields) {
+    if (f.key == nullptr || mi.all.contains(f.key)) sink.add(kHostMemory, {f.kind}, num(f.value));
+  }
+  if (host.pressure) {
+    sink.add(kHostPressure, {"some"}, sec(host.pressure->some.total_us));
+    if (host.pressure->full) sink.add(kHostPressure, {"full"}, sec(host.pressure->full->total_us));
+  }
+}
+
+void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, std::uint64_t update_failures) {
+  sink.add(kBuildInfo, {kVersion}, 1);
+  sink.add(kProcessResident, {}, num(self.rss_bytes));
+  sink.add(kProcessCpu, {}, self.cpu_seconds);
+  if (self.start_time_seconds > 0) sink.add(kProcessStart, {}, self.start_time_seconds);
+  sink.add(kSampleDuration, {}, self.last_sample_duration_s);
+  if (self.last_sample_timestamp_s > 0) sink.add(kLastSample, {}, self.last_sample_timestamp_s);
+  sink.add(kSamples, {}, num(self.samples_total));
+  sink.add(kSampleFailures, {}, num(self.sample_failures_total));
+  sink.add(kConfigReloads, {}, num(self.config_reloads_total));
+  sink.add(kConfigReloadFailures, {}, num(self.config_reload_failures_total));
+  sink.add(kUpdateFailures, {}, num(update_failures));
+  sink.add(kProcessesTracked, {}, num(snap.stats.processes_read));
+  sink.add(kProcessesSkipped, {}, num(snap.stats.processes_skipped));
+}
+
+void emitSensors(SeriesSink& sink, const Snapshot& snap, const SensorCounters& counters) {
+  for (const SensorStatus& s : snap.sensors) {
+    for (SensorState st : {SensorState::kActive, SensorState::kDegraded, SensorState::kOff}) {
+      sink.add(kSensorState, {s.name, toString(st)}, s.state == st ? 1 : 0);
+    }
+  }
+  sink.add(kRingDrops, {"oom"}, num(counters.oom_ring_drops));
+  sink.add(kRingDrops, {"exit"}, num(counters.exit_ring_drops));
+  sink.add(kMapFullDrops, {}, num(counters.map_full_drops));
+  sink.add(kKmsgLost, {}, num(counters.kmsg_lost));
+  sink.add(kKmsgAbandoned, {}, num(counters.kmsg_reports_abandoned));
+  sink.add(kSensorEvents, {}, num(counters.events));
+  if (counters.last_oom_mark_latency_ns) {
+    sink.add(kOomLatency, {}, static_cast<double>(*counters.last_oom_mark_latency_ns) / 1e9);
+  }
+}
+
+}  // namespace
+
+const char* toString(MetricType t) { return t == MetricType::kCounter ? "counter" : "gauge"; }
+
+const std::vector<MetricInfo>& metricCatalog() {
+  static const std::vector<MetricInfo> catalog = buildCatalog();
+  return catalog;
+}
+
+const MetricInfo* findMetric(std::string_view name) {
+  const auto& index = catalogIndex();
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : it->second;
+}
+
+struct Exporter::State {
+  struct OomCount {
+    double kills = 0;
+    double last_timestamp_s = 0;
+  };
+  std::vector<prometheus::MetricFamily> families;  // the last update's, collected
+  std::size_t series = 0;                          // sample lines render() writes
+  std::size_t dropped = 0;
+  bool scrape_slot = true;  // max_series leaves room for the scrape duration
+  std::uint64_t update_failures = 0;
+  // {cgroup, role, process} -> kills; for the agent's lifetime.
+  std::map<std::tuple<std::string, std::string, std::string>, OomCount> oom_kills;
+};
+
+Exporter::Exporter(ExporterLimits limits) : limits_(limits), state_(std::make_unique<State>()) {}
+Exporter::~Exporter() = default;
+
+void Exporter::setLimits(ExporterLimits limits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limits_ = limits;
+}
+
+void Exporter::recordOomKill(const std::string& cgroup, Role role, const std::string& process, double timestamp_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& kills = state_->oom_kills;
+  const std::string r = toString(role);
+  auto key = std::make_tuple(cgroup, r, process);
+  if (kills.size() >= limits_.max_oom_label_sets && !kills.contains(key)) {
+    key = std::make_tuple(cgroup, r, std::string(kOther));
+    // Past the cap even a cgroup's "other" is not new: all of the role's overflow in one set.
+    if (!kills.contains(key)) key = std::make_tuple(std::string(kOther), r, std::string(kOther));
+  }
+  State::OomCount& c = kills[key];
+  c.kills += 1;
+  c.last_timestamp_s = std::max(c.last_timestamp_s, timestamp_s);
+}
+
+void Exporter::update(const Snapshot& snap, const SensorCounters& counters, const AgentSelf& self) {
+  ExporterLimits limits;
+  std::uint64_t update_failures = 0;
+  decltype(State::oom_kills) oom_kills;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    limits = limits_;
+    update_failures = state_->update_failures;
+    oom_kills = state_->oom_kills;
+  }
+  // prometheus-cpp reports misuse with exceptions; none may leave the sampling path.
+  try {
+    prometheus::Registry registry;
+    const std::size_t reserved = std::min(kReservedSeries, limits.max_series);
+    SeriesSink sink(registry, limits.max_series - reserved);
+
+    // In priority order: what the agent says of itself and its sensors, the host, then the
+    // cgroups by usage, then the process groups by RSS. The cap cuts from the end.
+    emitAgent(sink, snap, self, update_failures);
+    emitSensors(sink, snap, counters);
+    emitHost(sink, snap.host);
+    for (const auto& [key, c] : oom_kills) {
+      const auto& [cgroup, role, process] = key;
+      sink.add(kOomKills, {cgroup, role, process}, c.kills);
+      sink.add(kOomKillLast, {cgroup, role, process}, c.last_timestamp_s);
+    }
+
+    std::vector<const CgroupSnapshot*> cgroups;
+    cgroups.reserve(snap.cgroups.size());
+    for (const CgroupSnapshot& c : snap.cgroups) cgroups.push_back(&c);
+    std::stable_sort(cgroups.begin(), cgroups.end(),
+                     [](const CgroupSnapshot* a, const CgroupSnapshot* b) { return a->memory.usage > b->memory.usage; });
+    std::unordered_set<std::string_view> left_out;
+    for (std::size_t i = 0; i < cgroups.size(); ++i) {
+      const bool keep = i < limits.max_cgroups;
+      if (!keep) left_out.insert(cgroups[i]->memory.path);
+      sink.setCountingOnly(!keep);
+      emitCgroup(sink, *cgroups[i]);
+    }
+    sink.setCountingOnly(false);
+
+    const ProcessGroups groups = groupProcesses(snap, left_out, limits.top_processes);
+    for (const ProcessGroup& g : groups.shown) emitProcessGroup(sink, g);
+    sink.setCountingOnly(true);
+    for (const ProcessGroup& g : groups.left_out) emitProcessGroup(sink, g);
+    sink.setCountingOnly(false);
+
+    // The reserved series, in this order of priority when max_series is tiny.
+    const bool dropped_slot = reserved >= 1, series_slot = reserved >= 2, scrape_slot = reserved >= 3;
+    const std::size_t dropped = sink.dropped() + (kReservedSeries - reserved);
+    const std::size_t series = sink.added() + reserved;
+    if (dropped_slot) sink.addReserved(kSeriesDropped, num(dropped));
+    if (series_slot) sink.addReserved(kSeries, num(series));
+
+    std::vector<prometheus::MetricFamily> families = registry.Collect();
+    // prometheus-cpp keeps families by type and series in hash maps; in catalogue order and
+    // sorted by labels, a page reads (and diffs) the same from one scrape to the next.
+    const auto rank = [](const prometheus::MetricFamily& f) {
+      const MetricInfo* info = findMetric(f.name);
+      return info == nullptr ? metricCatalog().size() : static_cast<std::size_t>(info - metricCatalog().data());
+    };
+    std::stable_sort(families.begin(), families.end(),
+                     [&](const prometheus::MetricFamily& a, const prometheus::MetricFamily& b) { return rank(a) < rank(b); });
+    for (prometheus::MetricFamily& f : families) {
+      std::sort(f.metric.begin(), f.metric.end(),
+                [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) { return a.label < b.label; });
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    state_->families = std::move(families);
+    state_->series = series;
+    state_->dropped = dropped;
+    state_->scrape_slot = scrape_slot;
+  } catch (const std::exception&) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++state_->update_failures;
+  }
+}
+
+std::string Exporter::render(double last_scrape_duration_s) const {
+  std::ostringstream out;
+  const prometheus::TextSerializer serializer;
+  std::lock_guard<std::mutex> lock(mu_);
+  serializer.Serialize(out, state_->families);
+  const MetricInfo* info = infoOf(kScrapeDuration);
+  if (state_->scrape_slot && info != nullptr) {
+    prometheus::MetricFamily scrape;
+    scrape.name = info->name;
+    scrape.help = info->help;
+    scrape.type = prometheus::MetricType::Gauge;
+    prometheus::ClientMetric m;
+    m.gauge.value = last_scrape_duration_s;
+    scrape.metric.push_back(std::move(m));
+    serializer.Serialize(out, {scrape});
+  }
+  return out.str();
+}
+
+std::size_t Exporter::seriesCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_->series;
+}
+
+std::size_t Exporter::seriesDropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_->dropped;
+}
+
+}  // namespace headroom

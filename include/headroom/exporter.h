@@ -1,0 +1,91 @@
+// The Prometheus side of the agent: one fixed catalogue of metric families (name, type, labels,
+// help: the list docs/metrics.md is checked against) and the rendering of each tick's model
+// into them with prometheus-cpp, label cardinality bounded by configuration.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "headroom/roles.h"
+#include "headroom/sensors.h"
+#include "headroom/snapshot.h"
+
+namespace prometheus {
+class Registry;
+struct MetricFamily;
+}  // namespace prometheus
+
+namespace headroom {
+
+enum class MetricType { kGauge, kCounter };
+const char* toString(MetricType t);
+
+struct MetricInfo {
+  std::string name;  // "headroom_cgroup_usage_bytes"
+  MetricType type = MetricType::kGauge;
+  std::vector<std::string> labels;  // in order
+  std::string help;                 // the HELP line
+};
+// Every family the exporter can emit; nothing is emitted that is not in here.
+const std::vector<MetricInfo>& metricCatalog();
+// The catalogue's entry for a family name, or nullptr.
+const MetricInfo* findMetric(std::string_view name);
+
+struct ExporterLimits {
+  std::size_t top_processes = 10;  // per role: the largest (cgroup, comm) groups by RSS
+  std::size_t max_cgroups = 256;   // the largest cgroups by usage
+  std::size_t max_series = 20000;  // every series together
+  std::size_t max_oom_label_sets = 512;  // distinct {cgroup,role,process} in the OOM counters
+};
+
+// What the agent knows of itself, filled by the agent each tick.
+struct AgentSelf {
+  std::uint64_t rss_bytes = 0;
+  double cpu_seconds = 0;
+  double start_time_seconds = 0;        // unix time
+  double last_sample_duration_s = 0;
+  double last_sample_timestamp_s = 0;   // unix time of the last successful sample
+  std::uint64_t samples_total = 0;
+  std::uint64_t sample_failures_total = 0;
+  std::uint64_t config_reloads_total = 0;
+  std::uint64_t config_reload_failures_total = 0;
+};
+
+class Exporter {
+ public:
+  explicit Exporter(ExporterLimits limits);
+  ~Exporter();
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  // One tick: rebuilds every family from the snapshot, the sensors' counters and the agent's
+  // own figures (a fresh registry each time, so gone cgroups and processes leave no series).
+  void update(const Snapshot& snap, const SensorCounters& counters, const AgentSelf& self);
+  // One OOM kill seen by the sensors (victim's memory cgroup, role, comm; unix time). Counted
+  // for the agent's lifetime; label sets beyond the cap count under process="other".
+  void recordOomKill(const std::string& cgroup, Role role, const std::string& process, double timestamp_s);
+  void setLimits(ExporterLimits limits);  // config reload
+
+  // The text exposition format (version 0.0.4); `last_scrape_duration_s` is the previous
+  // scrape's own duration, reported in this one. Thread-safe against update().
+  std::string render(double last_scrape_duration_s) const;
+  // Series in the last update (every sample line), and how many the caps left out.
+  std::size_t seriesCount() const;
+  std::size_t seriesDropped() const;
+
+ private:
+  struct State;
+  mutable std::mutex mu_;
+  ExporterLimits limits_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace headroom
