@@ -1,5 +1,5 @@
 # headroom: the two set-up commands, plus the rest. Thin: CMake does the building.
-#   make run    install missing Debian packages, build (Release), start headroom on safe defaults
+#   make run    install missing Debian packages, build (Release), start the agent on safe defaults
 #   make test   install missing packages, build (Debug, ASan+UBSan), run every test through ctest
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
@@ -26,9 +26,10 @@ build: deps $(RELEASE)/build.ninja
 build-debug: deps $(DEBUG)/build.ninja
 	cmake --build $(DEBUG) -j $(JOBS)
 
-# Until the agent daemon lands, `make run` shows one snapshot of this machine.
+# The agent on safe defaults: every memory cgroup with a process, every sensor this kernel
+# allows, metrics and the JSON API on 127.0.0.1:9464. Ctrl-C stops it cleanly.
 run: build
-	$(RELEASE)/headroom snapshot
+	$(RELEASE)/headroom agent
 
 test: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS)

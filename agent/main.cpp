@@ -1,12 +1,12 @@
 // headroom: memory telemetry for GPU proving machines. The only place that turns flags into
 // objects; each subcommand's work lives in agent/cli.
 #include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
+#include <fmt/format.h>
 
 #include <iostream>
 
 #include "agent/cli/commands.h"
+#include "headroom/config.h"
 #include "headroom/version.h"
 
 namespace {
@@ -35,7 +35,7 @@ int run(int argc, char** argv) {
   app.add_option("--root", root,
                  "Read /proc and /sys under this directory (a container's view of the host's /, or a fixture tree)")
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+  auto* log_level_opt = app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
 
@@ -60,14 +60,42 @@ int run(int argc, char** argv) {
   snapshot->add_option("--seconds", snap.watch_seconds, "With --watch-ooms: stop after this many seconds")
       ->check(CLI::NonNegativeNumber);
 
+  headroom::cli::AgentOptions agent_opts;
+  auto* agent = app.add_subcommand("agent", "The sidecar: samples, attaches the sensors, serves /metrics and the JSON API");
+  std::string config_path;
+  agent->add_option("--config", config_path, "The TOML config file (every key below is also a flag, which wins)");
+  agent->add_flag("--check-config", agent_opts.check_config, "Validate the config and flags, print a summary, exit");
+  // One flag per config key, from the same table the TOML parser uses.
+  const auto& keys = headroom::configKeys();
+  std::vector<std::vector<std::string>> flag_values(keys.size());
+  std::vector<CLI::Option*> flag_options;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const headroom::ConfigKey& k = keys[i];
+    std::string help = fmt::format("{} [{}; config key {}]", k.help, k.kind, k.name);
+    CLI::Option* o = agent->add_option(k.flag, flag_values[i], help)->group("Config keys");
+    if (k.repeatable) o->take_all();
+    else o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    flag_options.push_back(o);
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return parseFailure(app, e);
   }
   // Logs go to stderr: stdout carries tables and JSON.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("headroom"));
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  headroom::cli::setupLogging(headroom::LogFormat::kText, log_level);
+
+  if (agent->parsed()) {
+    agent_opts.root = root;
+    if (!config_path.empty()) agent_opts.config_path = config_path;
+    agent_opts.log_level_given = log_level_opt->count() > 0;
+    agent_opts.log_level = log_level;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (flag_options[i]->count() > 0) agent_opts.flags.emplace_back(keys[i], flag_values[i]);
+    }
+    return headroom::cli::runAgent(agent_opts, std::cout, std::cerr);
+  }
 
   if (snapshot->parsed()) {
     snap.root = root;

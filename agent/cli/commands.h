@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "headroom/collector.h"
+#include "headroom/config.h"
+#include "headroom/fs_root.h"
+#include "headroom/sensors.h"
 #include "headroom/snapshot.h"
 
 namespace headroom::cli {
@@ -35,6 +39,32 @@ struct SnapshotOptions {
 };
 
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err);
+
+// What the sensors know of the sampled processes, into the sample: their states, per-process
+// activity and CUDA memory, and where pinned allocations live (inside RSS or not).
+void fillFromSensors(const FsRoot& fs, RawSample& raw, const Sensors& sensors);
+
+// One OOM kill in one line: victims, OOM domain and limit, trigger, constraint, sources.
+std::string describeOom(const OomEvent& e);
+
+// spdlog to stderr, as text or one JSON object per line; callable again (config reload).
+void setupLogging(LogFormat format, const std::string& level);
+
+struct AgentOptions {
+  std::string root = "/";                 // --root: where /proc and /sys are read
+  std::optional<std::string> config_path;  // --config
+  // Flags given on the command line, by config key; applied over the file at start and again
+  // at every reload, so that a flag always wins.
+  std::vector<std::pair<ConfigKey, std::vector<std::string>>> flags;
+  bool check_config = false;
+  bool log_level_given = false;  // the global --log-level, when given, wins over the config
+  std::string log_level;
+};
+
+// The config the options describe: the file (or the defaults) with the flags over it.
+Result<AgentConfig> agentConfig(const AgentOptions& opts);
+// `headroom agent`: runs until SIGTERM/SIGINT; SIGHUP reloads the config.
+int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err);
 
 // The human table of `headroom snapshot`.
 std::string renderSnapshotTable(const Snapshot& snap, std::size_t top_per_role);

@@ -16,7 +16,9 @@ namespace {
 std::atomic<bool> g_stop{false};
 void onStopSignal(int) { g_stop = true; }
 
-std::string oomLine(const OomEvent& e) {
+}  // namespace
+
+std::string describeOom(const OomEvent& e) {
   std::string victims;
   for (const OomVictim& v : e.victims) {
     if (!victims.empty()) victims += "; ";
@@ -52,8 +54,6 @@ void fillFromSensors(const FsRoot& fs, RawSample& raw, const Sensors& sensors) {
       raw.pinned_inside_rss[p.pid] = *inside;
   }
 }
-
-}  // namespace
 
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err) {
   std::vector<RoleRule> rules;
@@ -114,7 +114,7 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
     while (!g_stop && std::chrono::steady_clock::now() < deadline) {
       sensors->poll(100);
       for (const OomEvent& e : sensors->takeOomEvents()) {
-        out << (opts.json ? dumpJson(toJson(e)) : oomLine(e)) << "\n" << std::flush;
+        out << (opts.json ? dumpJson(toJson(e)) : describeOom(e)) << "\n" << std::flush;
         if (opts.max_ooms > 0 && ++seen >= opts.max_ooms) return kExitOk;
       }
       (void)sensors->takeExitEvents();
@@ -123,7 +123,7 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   }
 
   CollectOptions co;
-  co.cgroup = opts.cgroup;
+  if (opts.cgroup) co.cgroups = {*opts.cgroup};
   co.pid = opts.pid;
   co.read_smaps = opts.smaps;
   auto raw = collector->collect(co);

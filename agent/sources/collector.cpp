@@ -72,16 +72,17 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     return hierarchy_.toMountRelative(*p);
   };
 
-  // The scope: a cgroup subtree, or everything.
-  std::optional<std::string> scope;
-  if (opts.cgroup) {
-    scope = normaliseCgroupPath(*opts.cgroup);
-    auto dir = hierarchy_.open(*scope);
+  // The scope: cgroup subtrees, or everything.
+  std::vector<std::string> scopes;
+  for (const std::string& c : opts.cgroups) {
+    std::string scope = normaliseCgroupPath(c);
+    auto dir = hierarchy_.open(scope);
     if (!dir) {
-      return makeError(dir.error().code, fmt::format("cgroup {} not found in the v{} memory hierarchy at {}: {}", *scope,
+      return makeError(dir.error().code, fmt::format("cgroup {} not found in the v{} memory hierarchy at {}: {}", scope,
                                                      version, fs_->display(hierarchy_.mount().mount_point),
                                                      dir.error().describe()));
     }
+    scopes.push_back(std::move(scope));
   }
   if (opts.pid) {
     ProcessRead focus = readProcess(*fs_, *opts.pid, false);
@@ -92,20 +93,20 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
                        fmt::format("pid {}: {}", *opts.pid, focus.error.describe()));
     auto p = memoryPathOf(focus.sample.cgroups);
     if (!p) return makeError(ENOENT, fmt::format("pid {} is in no v{} memory cgroup", *opts.pid, version));
-    // --pid and --cgroup together: the pid's cgroup must lie inside the given one.
-    if (scope && !cgroupIsWithin(*p, *scope))
-      return makeError(EINVAL, fmt::format("pid {} is in cgroup {}, outside --cgroup {}", *opts.pid, *p, *scope));
-    scope = *p;
+    // --pid and --cgroup together: the pid's cgroup must lie inside a given one.
+    if (!scopes.empty() &&
+        std::none_of(scopes.begin(), scopes.end(), [&](const std::string& s) { return cgroupIsWithin(*p, s); }))
+      return makeError(EINVAL, fmt::format("pid {} is in cgroup {}, outside --cgroup {}", *opts.pid, *p, scopes.front()));
+    scopes = {*p};
   }
 
   auto pids = listPids(*fs_);
   if (!pids) return pids.error();
-  std::set<std::string> watched;
-  if (scope) watched.insert(*scope);
+  std::set<std::string> watched(scopes.begin(), scopes.end());
   auto inScope = [&](const ProcCgroups& cg) {
-    if (!scope) return true;
+    if (scopes.empty()) return true;
     auto p = memoryPathOf(cg);
-    return p && cgroupIsWithin(*p, *scope);
+    return p && std::any_of(scopes.begin(), scopes.end(), [&](const std::string& s) { return cgroupIsWithin(*p, s); });
   };
   for (pid_t pid : *pids) {
     ++stats.processes_seen;

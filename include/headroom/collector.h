@@ -19,9 +19,9 @@
 namespace headroom {
 
 struct CollectOptions {
-  // Watch this cgroup (and its descendants that hold processes); default: every memory cgroup
-  // that holds a process.
-  std::optional<std::string> cgroup;
+  // Watch these cgroups (and their descendants that hold processes); empty: every memory
+  // cgroup that holds a process.
+  std::vector<std::string> cgroups;
   // Watch the memory cgroup of this process.
   std::optional<pid_t> pid;
   bool read_smaps = true;

@@ -92,6 +92,8 @@ struct SensorsConfig {
   // Tracepoint names by sensor ("faults" -> "page_fault_user"), to point a sensor elsewhere;
   // a name this kernel lacks makes that sensor degraded (tests use it to simulate).
   std::map<std::string, std::string> tracepoints;
+
+  bool operator==(const SensorsConfig&) const = default;
 };
 
 struct SensorCounters {

@@ -48,7 +48,7 @@ std::shared_ptr<const Snapshot> snapshotOf(const CgroupSandbox& sb) {
   auto c = Collector::create(*fs);
   if (!c) throw std::runtime_error(c.error().describe());
   CollectOptions o;
-  o.cgroup = sb.path();
+  o.cgroups = {sb.path()};
   auto raw = c->collect(o);
   if (!raw) throw std::runtime_error(raw.error().describe());
   return buildSnapshot(std::move(*raw), RoleMatcher({*parseRoleRule("prover=comm:headroom-worklo")}));
@@ -166,7 +166,7 @@ TEST(SnapshotLive, ExitedProcessesAreCountedNotErrors) {
   });
   for (int round = 0; round < 20; ++round) {
     CollectOptions o;
-    o.cgroup = sb->path();
+    o.cgroups = {sb->path()};
     auto raw = col->collect(o);
     ASSERT_TRUE(raw) << raw.error().describe();
     EXPECT_EQ(raw->stats.processes_failed, 0u) << raw->stats.warnings.front();

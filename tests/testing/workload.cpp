@@ -11,9 +11,13 @@
 //   --exit-after-ready   exit right after "ready" instead of waiting
 //   --clone-vm           start a second process sharing this one's mm (clone(CLONE_VM)), which
 //                        sleeps; its pid is printed as "sharer PID" before "ready"
+//   --spawn N MS K       N short-lived children, at most K alive at once, each named "hr-w<i>"
+//                        (distinct comms), holding 1 MiB for MS milliseconds; "spawned N" at the end
 //   --exit-code N        the exit code (after ready and stdin's end, or right away with the above)
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <csignal>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -158,6 +162,32 @@ int main(int argc, char** argv) {
       }, stack + sizeof stack, CLONE_VM | SIGCHLD, nullptr);
       if (pid < 0) die("clone");
       std::printf("sharer %d\n", pid);
+      std::fflush(stdout);
+    } else if (a == "--spawn") {
+      need(3);
+      std::size_t total = size(argv[++i]);
+      std::size_t ms = size(argv[++i]);
+      std::size_t at_once = std::max<std::size_t>(1, size(argv[++i]));
+      std::size_t alive = 0;
+      for (std::size_t n = 0; n < total; ++n) {
+        if (alive >= at_once) {
+          if (::wait(nullptr) > 0) --alive;
+        }
+        pid_t pid = ::fork();
+        if (pid < 0) die("fork");
+        if (pid == 0) {
+          char name[32];
+          std::snprintf(name, sizeof name, "hr-w%zu", n);
+          ::prctl(PR_SET_NAME, name);  // the kernel keeps 15 bytes
+          touch(mapAnon(1u << 20, true), 1u << 20, kPage);
+          ::usleep(static_cast<useconds_t>(ms * 1000));
+          ::_exit(0);
+        }
+        ++alive;
+      }
+      while (::wait(nullptr) > 0) {
+      }
+      std::printf("spawned %zu\n", total);
       std::fflush(stdout);
     } else if (a == "--exit-code") {
       need(1);

@@ -47,7 +47,7 @@ TEST(Collector, CgroupScopeReadsOnlyItsSubtree) {
   auto fs = t.fs();
   auto c = Collector::create(fs);
   CollectOptions o;
-  o.cgroup = "/proving/";
+  o.cgroups = {"/proving/"};
   auto raw = c->collect(o);
   ASSERT_TRUE(raw) << raw.error().describe();
   EXPECT_EQ(paths(*raw), (std::vector<std::string>{"/proving", "/proving/curio", "/proving/prover"}));
@@ -74,7 +74,7 @@ TEST(Collector, BadScopesAreClearErrors) {
   auto fs = t.fs();
   auto c = Collector::create(fs);
   CollectOptions o;
-  o.cgroup = "/nope";
+  o.cgroups = {"/nope"};
   auto r = c->collect(o);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("/nope"), std::string::npos);
@@ -85,7 +85,7 @@ TEST(Collector, BadScopesAreClearErrors) {
   ASSERT_FALSE(rp);
   EXPECT_NE(rp.error().message.find("99999"), std::string::npos);
   CollectOptions both;
-  both.cgroup = "/proving";
+  both.cgroups = {"/proving"};
   both.pid = 102;
   EXPECT_FALSE(c->collect(both)) << "sshd is outside /proving";
 }

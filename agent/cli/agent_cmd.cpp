@@ -1,0 +1,457 @@
+// `headroom agent`: the sidecar. The main thread samples every interval and consumes the
+// sensors' events between samples; the HTTP thread serves what the last sample and the events
+// say. SIGTERM/SIGINT stop it cleanly, SIGHUP reloads the config.
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <ostream>
+#include <set>
+
+#include "agent/cli/commands.h"
+#include "headroom/exporter.h"
+#include "headroom/http_server.h"
+#include "headroom/parse.h"
+#include "headroom/sensors.h"
+#include "headroom/snapshot_json.h"
+#include "headroom/version.h"
+
+namespace headroom::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
+
+extern "C" void onAgentSignal(int sig) {
+  if (sig == SIGHUP) g_reload = true;
+  else g_stop = true;
+}
+
+void installSignalHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = onAgentSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // A scraper that hangs up mid-answer must not kill the agent.
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+double unixNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+std::int64_t monoNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// Tells systemd (when NOTIFY_SOCKET says it listens; a no-op otherwise).
+void notify(const std::string& state) { sd_notify(0, state.c_str()); }
+
+ExporterLimits limitsOf(const AgentConfig& c) {
+  ExporterLimits l;
+  l.top_processes = c.top_processes;
+  l.max_cgroups = c.max_cgroups;
+  l.max_series = c.max_series;
+  return l;
+}
+
+HttpResponse jsonResponse(int status, const nlohmann::json& j) {
+  return HttpResponse{status, "application/json", dumpJson(j) + "\n"};
+}
+
+class Agent {
+ public:
+  // `fs` and `self_fs` outlive the agent (the collector holds the first).
+  Agent(const AgentOptions& opts, AgentConfig cfg, const FsRoot& fs, const FsRoot& self_fs, Collector collector)
+      : opts_(opts),
+        cfg_(std::move(cfg)),
+        fs_(fs),
+        self_fs_(self_fs),
+        collector_(std::move(collector)),
+        roles_(cfg_.role_rules),
+        exporter_(limitsOf(cfg_)) {
+    self_.start_time_seconds = unixNow();
+    started_mono_ns_ = monoNs();
+  }
+
+  int run(std::ostream& err);
+
+ private:
+  void startSensors();
+  void sample();
+  std::size_t consumeEvents();  // the OOM kills among them
+  void reload();
+  void updateSelf();
+  std::pair<std::string, Role> resolveVictim(const OomVictim& v) const;
+
+  HttpResponse metrics();
+  HttpResponse healthz() const;
+  HttpResponse snapshotJson() const;
+  HttpResponse oomsJson(const HttpQuery& q) const;
+
+  const AgentOptions& opts_;
+  AgentConfig cfg_;
+  const FsRoot& fs_;
+  const FsRoot& self_fs_;  // the live / for the agent's own footprint, whatever --root says
+  Collector collector_;
+  RoleMatcher roles_;
+  Exporter exporter_;
+  std::unique_ptr<Sensors> sensors_;
+  std::unique_ptr<HttpServer> server_;
+  AgentSelf self_;
+  std::set<pid_t> cuda_checked_;  // pids whose maps were searched for libcuda
+  std::string last_sample_error_;
+  std::int64_t started_mono_ns_ = 0;
+
+  // Read by the HTTP thread.
+  mutable std::mutex mu_;
+  std::shared_ptr<const Snapshot> snapshot_;
+  std::vector<SensorStatus> sensor_status_;
+  std::deque<nlohmann::json> ooms_;
+  std::uint64_t ooms_total_ = 0;
+  std::int64_t last_sample_mono_ns_ = 0;  // 0: none yet
+  std::int64_t interval_ns_ = 0;
+  std::uint64_t samples_total_ = 0;
+  double last_scrape_s_ = 0;
+};
+
+void Agent::startSensors() {
+  SensorsConfig sc = cfg_.sensors;
+  // The sensors read the live kernel: a fixture root has none.
+  if (!fs_.isLive()) {
+    sc.bpf = false;
+    sc.kmsg = false;
+  }
+  sensors_ = Sensors::start(fs_, sc, collector_.mounts());
+  cuda_checked_.clear();  // Sensors::start logged each sensor's state
+  std::lock_guard lock(mu_);
+  sensor_status_ = sensors_->status();
+}
+
+void Agent::updateSelf() {
+  if (auto st = self_fs_.readFile("/proc/self/status")) {
+    if (auto p = parseProcStatus(*st)) self_.rss_bytes = p->vm_rss;
+  }
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    self_.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                        static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  }
+}
+
+void Agent::sample() {
+  auto t0 = Clock::now();
+  CollectOptions co;
+  co.cgroups = cfg_.cgroups;
+  co.read_smaps = cfg_.smaps;
+  co.max_processes = cfg_.max_processes;
+  auto raw = collector_.collect(co);
+  if (!raw) {
+    ++self_.sample_failures_total;
+    // Said once per distinct failure, not once per tick.
+    if (raw.error().describe() != last_sample_error_) {
+      last_sample_error_ = raw.error().describe();
+      spdlog::error("sampling failed: {}", last_sample_error_);
+    }
+    return;
+  }
+  if (!last_sample_error_.empty()) {
+    spdlog::info("sampling works again");
+    last_sample_error_.clear();
+  }
+  // CUDA libraries: look in the maps of processes not seen before (bounded by the live set).
+  std::vector<pid_t> fresh;
+  std::set<pid_t> live;
+  for (const ProcessSample& p : raw->processes) {
+    live.insert(p.pid);
+    if (!cuda_checked_.count(p.pid)) fresh.push_back(p.pid);
+  }
+  cuda_checked_ = std::move(live);
+  if (!fresh.empty()) sensors_->discoverCuda(fresh);
+  fillFromSensors(fs_, *raw, *sensors_);
+  auto snap = buildSnapshot(std::move(*raw), roles_);
+
+  ++self_.samples_total;
+  self_.last_sample_duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  self_.last_sample_timestamp_s = unixNow();
+  updateSelf();
+  exporter_.update(*snap, sensors_->counters(), self_);
+
+  std::lock_guard lock(mu_);
+  snapshot_ = std::move(snap);
+  sensor_status_ = sensors_->status();
+  last_sample_mono_ns_ = monoNs();
+  interval_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.interval).count();
+  samples_total_ = self_.samples_total;
+}
+
+std::pair<std::string, Role> Agent::resolveVictim(const OomVictim& v) const {
+  pid_t tgid = v.tgid != 0 ? v.tgid : v.pid;
+  std::shared_ptr<const Snapshot> snap;
+  {
+    std::lock_guard lock(mu_);
+    snap = snapshot_;
+  }
+  if (snap) {
+    if (const ProcessSnapshot* p = snap->findProcess(tgid); p && p->sample.comm == v.comm)
+      return {v.cgroup.empty() ? p->sample.memory_cgroup : v.cgroup, p->role};
+  }
+  // Not in the last sample (it started and died between two): the rules still apply.
+  return {v.cgroup, roles_.match(tgid, 0, v.comm, "", v.cgroup)};
+}
+
+std::size_t Agent::consumeEvents() {
+  std::size_t n = 0;
+  for (OomEvent& e : sensors_->takeOomEvents()) {
+    ++n;
+    double when = e.wall_time_ns > 0 ? static_cast<double>(e.wall_time_ns) / 1e9 : unixNow();
+    for (const OomVictim& v : e.victims) {
+      if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
+      auto [cgroup, role] = resolveVictim(v);
+      exporter_.recordOomKill(cgroup.empty() ? "unknown" : cgroup, role, v.comm, when);
+    }
+    spdlog::warn("{}", describeOom(e));
+    std::lock_guard lock(mu_);
+    ooms_.push_back(toJson(e));
+    ++ooms_total_;
+    while (ooms_.size() > cfg_.recent_ooms) ooms_.pop_front();
+  }
+  // Exits feed the budget controller; the agent only keeps the rings drained.
+  (void)sensors_->takeExitEvents();
+  return n;
+}
+
+void Agent::reload() {
+  spdlog::info("SIGHUP: reloading the config{}", opts_.config_path ? " from " + *opts_.config_path : "");
+  notify("RELOADING=1");
+  auto cfg = agentConfig(opts_);
+  if (!cfg) {
+    ++self_.config_reload_failures_total;
+    spdlog::error("config reload failed, the running config stays: {}", cfg.error().describe());
+    notify("READY=1\nSTATUS=config reload failed; running config kept");
+    return;
+  }
+  if (cfg->listen.text() != cfg_.listen.text())
+    spdlog::warn("listen address {} takes effect at the next start (serving on {})", cfg->listen.text(),
+                 server_ ? server_->address() : cfg_.listen.text());
+  bool sensors_changed = !(cfg->sensors == cfg_.sensors);
+  ListenAddress listen = cfg_.listen;
+  cfg_ = std::move(*cfg);
+  cfg_.listen = listen;
+  setupLogging(cfg_.log_format, opts_.log_level_given ? opts_.log_level : cfg_.log_level);
+  roles_ = RoleMatcher(cfg_.role_rules);
+  exporter_.setLimits(limitsOf(cfg_));
+  if (sensors_changed) {
+    spdlog::info("sensor settings changed: restarting the sensors");
+    sensors_.reset();  // detach before attaching again
+    startSensors();
+  }
+  {
+    std::lock_guard lock(mu_);
+    while (ooms_.size() > cfg_.recent_ooms) ooms_.pop_front();
+  }
+  ++self_.config_reloads_total;
+  spdlog::info("config reloaded: {} role rule(s), {} watched cgroup(s), interval {} ms, sensors {}",
+               cfg_.role_rules.size(), cfg_.cgroups.size(), cfg_.interval.count(), sensors_changed ? "restarted" : "kept");
+  notify("READY=1\nSTATUS=config reloaded");
+}
+
+HttpResponse Agent::metrics() {
+  auto t0 = Clock::now();
+  double previous = 0;
+  {
+    std::lock_guard lock(mu_);
+    previous = last_scrape_s_;
+  }
+  HttpResponse r{200, "text/plain; version=0.0.4; charset=utf-8", exporter_.render(previous)};
+  std::lock_guard lock(mu_);
+  last_scrape_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+HttpResponse Agent::healthz() const {
+  std::lock_guard lock(mu_);
+  std::int64_t now = monoNs();
+  // Stalled: no sample for three intervals (and a second of slack for a slow one).
+  std::int64_t stall_ns = 3 * interval_ns_ + 1'000'000'000;
+  nlohmann::json j;
+  int status = 200;
+  if (last_sample_mono_ns_ == 0) {
+    j["status"] = "starting";
+    status = 503;
+    j["last_sample_age_seconds"] = nullptr;
+  } else {
+    double age = static_cast<double>(now - last_sample_mono_ns_) / 1e9;
+    j["last_sample_age_seconds"] = age;
+    if (now - last_sample_mono_ns_ > stall_ns) {
+      j["status"] = "stalled";
+      status = 503;
+    } else {
+      j["status"] = "ok";
+    }
+  }
+  j["interval_seconds"] = static_cast<double>(interval_ns_) / 1e9;
+  j["uptime_seconds"] = static_cast<double>(now - started_mono_ns_) / 1e9;
+  j["samples_total"] = samples_total_;
+  j["version"] = std::string(kVersion);
+  j["sensors"] = nlohmann::json::array();
+  for (const SensorStatus& s : sensor_status_)
+    j["sensors"].push_back({{"name", s.name}, {"state", toString(s.state)}, {"reason", s.reason}});
+  return jsonResponse(status, j);
+}
+
+HttpResponse Agent::snapshotJson() const {
+  std::shared_ptr<const Snapshot> snap;
+  {
+    std::lock_guard lock(mu_);
+    snap = snapshot_;
+  }
+  if (!snap) return jsonResponse(503, {{"error", "no sample yet"}});
+  return jsonResponse(200, toJson(*snap));
+}
+
+HttpResponse Agent::oomsJson(const HttpQuery& q) const {
+  std::size_t limit = SIZE_MAX;
+  if (auto it = q.find("limit"); it != q.end()) {
+    auto n = parseU64(it->second);
+    if (!n) return jsonResponse(400, {{"error", fmt::format("limit={}: not a count", it->second)}});
+    limit = *n;
+  }
+  std::lock_guard lock(mu_);
+  nlohmann::json events = nlohmann::json::array();
+  std::size_t skip = ooms_.size() > limit ? ooms_.size() - limit : 0;
+  for (std::size_t i = skip; i < ooms_.size(); ++i) events.push_back(ooms_[i]);
+  return jsonResponse(200, {{"total", ooms_total_}, {"kept", ooms_.size()}, {"events", std::move(events)}});
+}
+
+int Agent::run(std::ostream& err) {
+  installSignalHandlers();
+  startSensors();
+  std::map<std::string, HttpHandler> routes;
+  routes["/metrics"] = [this](const HttpQuery&) { return metrics(); };
+  routes["/healthz"] = [this](const HttpQuery&) { return healthz(); };
+  routes["/v1/snapshot"] = [this](const HttpQuery&) { return snapshotJson(); };
+  routes["/v1/ooms"] = [this](const HttpQuery& q) { return oomsJson(q); };
+  auto server = HttpServer::start(cfg_.listen, std::move(routes));
+  if (!server) {
+    err << "headroom agent: --listen: " << server.error().describe() << "\n";
+    return kExitFailure;
+  }
+  server_ = std::move(*server);
+  spdlog::info("headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/ooms), cgroup v{} memory at {}",
+               kVersion, server_->address(), collector_.hierarchy().version(),
+               fs_.display(collector_.hierarchy().mount().mount_point));
+
+  std::uint64_t watchdog_usec = 0;
+  bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  auto watchdog_every = std::chrono::microseconds(watchdog_usec / 2);
+  auto next_watchdog = Clock::now();
+
+  sample();
+  notify(fmt::format("READY=1\nSTATUS=serving on {}\nMAINPID={}", server_->address(), ::getpid()));
+  auto next_sample = Clock::now() + cfg_.interval;
+  while (!g_stop) {
+    if (g_reload.exchange(false)) {
+      reload();
+      next_sample = Clock::now();  // show the new settings at once
+    }
+    auto now = Clock::now();
+    if (now >= next_sample) {
+      sample();
+      // A sample that took longer than the interval is not made up for: the next is one
+      // interval from now, so a slow machine is sampled less often, never in a burst.
+      next_sample = std::max(next_sample + cfg_.interval, Clock::now());
+    }
+    if (watchdog && now >= next_watchdog) {
+      notify("WATCHDOG=1");
+      next_watchdog = now + watchdog_every;
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
+    wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+    sensors_->poll(static_cast<int>(wait.count()));
+    // An OOM kill shows on the next scrape, not an interval later.
+    if (consumeEvents() > 0) next_sample = Clock::now();
+  }
+  spdlog::info("stopping: detaching the sensors");
+  notify("STOPPING=1");
+  server_.reset();
+  (void)consumeEvents();
+  sensors_.reset();
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
+}  // namespace
+
+Result<AgentConfig> agentConfig(const AgentOptions& opts) {
+  AgentConfig cfg;
+  if (opts.config_path) {
+    auto loaded = loadAgentConfig(*opts.config_path);
+    if (!loaded) return loaded.error();
+    cfg = std::move(*loaded);
+  }
+  for (const auto& [key, values] : opts.flags) {
+    if (auto st = applyConfigFlag(cfg, key, values); !st) return st.error();
+  }
+  return cfg;
+}
+
+int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
+  auto cfg = agentConfig(opts);
+  if (!cfg) {
+    err << "headroom agent: " << cfg.error().describe() << "\n";
+    return kExitBadInput;
+  }
+  if (opts.check_config) {
+    out << fmt::format("config OK{}: listen {}, interval {} ms, {} role rule(s), {} watched cgroup(s), log {} {}\n",
+                       opts.config_path ? " (" + *opts.config_path + ")" : " (defaults)", cfg->listen.text(),
+                       cfg->interval.count(), cfg->role_rules.size(),
+                       cfg->cgroups.empty() ? std::string("all") : std::to_string(cfg->cgroups.size()),
+                       toString(cfg->log_format), cfg->log_level);
+    return kExitOk;
+  }
+  setupLogging(cfg->log_format, opts.log_level_given ? opts.log_level : cfg->log_level);
+  routeLibbpfLogToSpdlog();
+
+  auto fs = FsRoot::open(opts.root);
+  if (!fs) {
+    err << "headroom agent: --root: " << fs.error().describe() << "\n";
+    return kExitBadInput;
+  }
+  auto self_fs = FsRoot::open("/");
+  if (!self_fs) {
+    err << "headroom agent: " << self_fs.error().describe() << "\n";
+    return kExitFailure;
+  }
+  auto collector = Collector::create(*fs);
+  if (!collector) {
+    err << "headroom agent: " << collector.error().describe() << "\n";
+    return kExitFailure;
+  }
+  // A watched cgroup that does not exist is a config error, said now rather than every tick.
+  for (const std::string& c : cfg->cgroups) {
+    if (auto d = collector->hierarchy().open(normaliseCgroupPath(c)); !d) {
+      err << "headroom agent: cgroups: \"" << c << "\" is not a cgroup of the v" << collector->hierarchy().version()
+          << " memory hierarchy: " << d.error().describe() << "\n";
+      return kExitBadInput;
+    }
+  }
+  Agent agent(opts, std::move(*cfg), *fs, *self_fs, std::move(*collector));
+  return agent.run(err);
+}
+
+}  // namespace headroom::cli

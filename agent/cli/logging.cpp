@@ -1,0 +1,56 @@
+// The process's logging: spdlog to stderr (stdout carries tables and JSON), as text or as one
+// JSON object per line for log shippers.
+#include <fmt/chrono.h>
+#include <spdlog/formatter.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "agent/cli/commands.h"
+#include "headroom/snapshot_json.h"
+
+namespace headroom::cli {
+namespace {
+
+// {"time":"2026-12-02T11:02:44.123Z","level":"info","logger":"headroom","msg":"..."}
+class JsonFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
+    std::time_t secs = static_cast<std::time_t>(ms / 1000);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    nlohmann::json j = {
+        {"time", fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", tm, static_cast<int>(ms % 1000))},
+        {"level", std::string(spdlog::level::to_string_view(msg.level).data(),
+                              spdlog::level::to_string_view(msg.level).size())},
+        {"logger", std::string(msg.logger_name.data(), msg.logger_name.size())},
+        {"msg", std::string(msg.payload.data(), msg.payload.size())},
+    };
+    std::string line = dumpJson(j);
+    line.push_back('\n');
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonFormatter>(); }
+};
+
+}  // namespace
+
+void setupLogging(LogFormat format, const std::string& level) {
+  auto logger = spdlog::get("headroom");
+  if (!logger) {
+    logger = spdlog::stderr_color_mt("headroom");
+    spdlog::set_default_logger(logger);
+  }
+  if (format == LogFormat::kJson) {
+    logger->set_formatter(std::make_unique<JsonFormatter>());
+  } else {
+    logger->set_formatter(std::make_unique<spdlog::pattern_formatter>("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v"));
+  }
+  logger->set_level(spdlog::level::from_str(level));
+  logger->flush_on(spdlog::level::info);
+}
+
+}  // namespace headroom::cli

@@ -1,0 +1,50 @@
+// The agent's one HTTP server (cpp-httplib) on a thread of its own. Routes are callbacks, so
+// the server knows nothing of the model; each answer is built by the agent under its own locks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "headroom/config.h"
+#include "headroom/result.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace headroom {
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+// The query string's parameters ("?limit=5" -> {"limit": "5"}).
+using HttpQuery = std::map<std::string, std::string>;
+using HttpHandler = std::function<HttpResponse(const HttpQuery&)>;
+
+class HttpServer {
+ public:
+  // Binds (an error names the address when it cannot) and starts serving GET `routes`;
+  // anything else is 404 (unknown path) or 405 (other methods).
+  static Result<std::unique_ptr<HttpServer>> start(const ListenAddress& addr, std::map<std::string, HttpHandler> routes);
+  ~HttpServer();  // stops serving and joins the thread
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  std::uint16_t port() const { return port_; }  // the bound port (useful with port 0)
+  std::string address() const;                  // "127.0.0.1:9464"
+
+ private:
+  HttpServer() = default;
+  std::unique_ptr<httplib::Server> server_;
+  std::string host_;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace headroom

@@ -1,0 +1,467 @@
+// The agent as operators run it: the real binary, real cgroups and OOM kills, its HTTP
+// endpoint scraped by a real Prometheus and checked by promtool, SIGHUP reloads, sd_notify
+// against a socket the test owns, and label cardinality under 2,000 short-lived processes.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "headroom/parse.h"
+#include "testing/cgroup_sandbox.h"
+#include "testing/child_process.h"
+
+namespace headroom {
+namespace {
+
+using testing::CgroupSandbox;
+using testing::ChildProcess;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+#define SKIP_WITHOUT_ROOT()                                                         \
+  do {                                                                              \
+    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;        \
+    if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) GTEST_SKIP() << "no BTF"; \
+  } while (0)
+
+// A loopback port nobody listens on right now.
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/headroom-agent-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name, const std::string& content) const {
+    auto p = path / name;
+    std::ofstream(p) << content;
+    return p.string();
+  }
+};
+
+struct Http {
+  int status = 0;
+  std::string body;
+};
+Http get(int port, const std::string& path, const httplib::Params& params = {}) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(10, 0);
+  auto r = params.empty() ? c.Get(path) : c.Get(path, params, httplib::Headers{});
+  if (!r) return {};
+  return {r->status, r->body};
+}
+
+// The value of one series in an exposition text: `name{...}` whose labels include `want`.
+std::optional<double> metric(const std::string& text, const std::string& name,
+                             const std::map<std::string, std::string>& want = {}) {
+  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
+  for (auto line : splitLines(text)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.substr(0, name.size()) != name) continue;
+    std::string_view rest = line.substr(name.size());
+    std::map<std::string, std::string> labels;
+    if (!rest.empty() && rest[0] == '{') {
+      auto close = rest.rfind('}');
+      std::string inner(rest.substr(1, close - 1));
+      for (std::sregex_iterator it(inner.begin(), inner.end(), kLabel), end; it != end; ++it)
+        labels[(*it)[1]] = (*it)[2];
+      rest = rest.substr(close + 1);
+    } else if (!rest.empty() && rest[0] != ' ') {
+      continue;  // a longer name with this prefix
+    }
+    bool match = true;
+    for (const auto& [k, v] : want) match = match && labels.count(k) && labels[k] == v;
+    if (!match) continue;
+    return std::strtod(std::string(trim(rest)).c_str(), nullptr);
+  }
+  return std::nullopt;
+}
+
+std::size_t seriesCount(const std::string& text) {
+  std::size_t n = 0;
+  for (auto line : splitLines(text)) n += !line.empty() && line[0] != '#';
+  return n;
+}
+
+// The agent binary, its stderr folded into the stdout the test reads.
+class Agent {
+ public:
+  explicit Agent(std::vector<std::string> args, std::map<std::string, std::string> env = {}) : port_(freePort()) {
+    std::string envs;
+    for (const auto& [k, v] : env) envs += k + "='" + v + "' ";
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec env " + envs + "\"$0\" \"$@\" 2>&1", HEADROOM_BINARY,
+                                     "agent", "--listen", "127.0.0.1:" + std::to_string(port_)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto c = ChildProcess::spawn(argv);
+    if (!c) throw std::runtime_error(c.error().describe());
+    child_.emplace(std::move(*c));
+  }
+  int port() const { return port_; }
+  ChildProcess& child() { return *child_; }
+
+  // Waits until /healthz answers 200 (the first sample is in).
+  bool waitHealthy(std::chrono::milliseconds limit = 30s) {
+    auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      if (get(port_, "/healthz").status == 200) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+  std::string metrics() { return get(port_, "/metrics").body; }
+
+  // Scrapes until `pred(text)` holds.
+  template <typename Pred>
+  bool waitMetrics(Pred pred, std::chrono::milliseconds limit = 20s) {
+    auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      if (pred(metrics())) return true;
+      std::this_thread::sleep_for(200ms);
+    }
+    return false;
+  }
+
+ private:
+  int port_;
+  std::optional<ChildProcess> child_;
+};
+
+ChildProcess spawnReady(const std::vector<std::string>& args, const std::string& procs) {
+  auto c = ChildProcess::spawn(args, procs);
+  if (!c) throw std::runtime_error(c.error().describe());
+  auto line = c->readLine();
+  if (!line || line->rfind("ready", 0) != 0) throw std::runtime_error("workload did not get ready");
+  return std::move(*c);
+}
+
+TEST(Agent, ServesTheTestCgroupAndPromtoolAcceptsTheMetrics) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("agent-metrics");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(512 * kMiB));
+  auto w = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(64 * kMiB)}, sb->procsFile());
+
+  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--log-format", "json", "--role-rule",
+               "prover=comm:headroom-worklo"});
+  ASSERT_TRUE(agent.waitHealthy());
+  std::string text = agent.metrics();
+  auto cg = sb->read();
+  ASSERT_TRUE(cg);
+  auto usage = metric(text, "headroom_cgroup_usage_bytes", {{"cgroup", sb->path()}});
+  ASSERT_TRUE(usage) << text.substr(0, 3000);
+  EXPECT_NEAR(*usage, static_cast<double>(cg->usage), 8.0 * kMiB);
+  EXPECT_EQ(metric(text, "headroom_cgroup_limit_bytes", {{"cgroup", sb->path()}}), 512.0 * kMiB);
+  auto anon = metric(text, "headroom_cgroup_memory_bytes", {{"cgroup", sb->path()}, {"kind", "anon"}});
+  ASSERT_TRUE(anon);
+  EXPECT_NEAR(*anon, 64.0 * kMiB, 6.0 * kMiB);
+  auto rss = metric(text, "headroom_process_rss_bytes",
+                    {{"cgroup", sb->path()}, {"role", "prover"}, {"process", "headroom-worklo"}, {"kind", "anon"}});
+  ASSERT_TRUE(rss) << "the workload's series";
+  EXPECT_NEAR(*rss, 64.0 * kMiB, 4.0 * kMiB);
+  EXPECT_EQ(metric(text, "headroom_sensor_state", {{"sensor", "oom"}, {"state", "active"}}), 1.0);
+  EXPECT_GT(metric(text, "process_resident_memory_bytes").value_or(0), 1.0 * kMiB);
+
+  // promtool reads the exposition exactly as Prometheus would, and lints its conventions.
+  TempDir tmp;
+  std::string file = tmp.file("metrics.txt", text);
+  auto lint = testing::runCommand({"/bin/sh", "-c", "promtool check metrics < " + file});
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+
+  // The JSON API: the snapshot has the same schema as `headroom snapshot --json`.
+  auto snap = get(agent.port(), "/v1/snapshot");
+  ASSERT_EQ(snap.status, 200);
+  auto j = nlohmann::json::parse(snap.body);
+  bool found = false;
+  for (const auto& c : j["cgroups"]) found = found || c["memory"]["path"] == sb->path();
+  EXPECT_TRUE(found) << snap.body.substr(0, 2000);
+  auto health = nlohmann::json::parse(get(agent.port(), "/healthz").body);
+  EXPECT_EQ(health["status"], "ok");
+  EXPECT_FALSE(health["sensors"].empty());
+  EXPECT_EQ(get(agent.port(), "/nope").status, 404);
+
+  // SIGTERM: a clean stop, exit 0; every log line was one JSON object.
+  agent.child().kill(SIGTERM);
+  auto st = agent.child().wait(20s);
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << *st;
+  std::size_t lines = 0;
+  bool said_stopped = false;
+  while (auto line = agent.child().readLine(1s)) {
+    auto log = nlohmann::json::parse(*line, nullptr, false);
+    ASSERT_FALSE(log.is_discarded()) << "not JSON: " << *line;
+    EXPECT_TRUE(log.contains("time") && log.contains("level") && log.contains("msg")) << *line;
+    said_stopped = said_stopped || log["msg"] == "stopped";
+    ++lines;
+  }
+  EXPECT_GT(lines, 2u);
+  EXPECT_TRUE(said_stopped);
+}
+
+TEST(Agent, RealPrometheusScrapesItAndPromqlReturnsTheCgroup) {
+  SKIP_WITHOUT_ROOT();
+  if (::access("/usr/bin/prometheus", X_OK) != 0) GTEST_SKIP() << "prometheus is not installed";
+  auto sb = CgroupSandbox::create("agent-prom");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(384 * kMiB));
+  auto w = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(96 * kMiB)}, sb->procsFile());
+  Agent agent({"--interval", "500ms", "--cgroup", sb->path()});
+  ASSERT_TRUE(agent.waitHealthy());
+
+  TempDir tmp;
+  int prom_port = freePort();
+  std::string cfg = tmp.file("prometheus.yml", fmt::format(R"(global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: headroom
+    static_configs:
+      - targets: ["127.0.0.1:{}"]
+)",
+                                                           agent.port()));
+  auto prom = ChildProcess::spawn({"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", "/usr/bin/prometheus",
+                                   "--config.file=" + cfg, "--storage.tsdb.path=" + (tmp.path / "data").string(),
+                                   "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)});
+  ASSERT_TRUE(prom) << prom.error().describe();
+
+  auto query = [&](const std::string& q) -> nlohmann::json {
+    auto r = get(prom_port, "/api/v1/query", {{"query", q}});
+    if (r.status != 200) return nlohmann::json::array();
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    if (j.is_discarded() || j["status"] != "success") return nlohmann::json::array();
+    return j["data"]["result"];
+  };
+  std::string sel = fmt::format(R"({{cgroup="{}"}})", sb->path());
+  nlohmann::json result;
+  auto end = Clock::now() + 60s;
+  while (Clock::now() < end) {
+    result = query("headroom_cgroup_usage_bytes" + sel);
+    if (!result.empty()) break;
+    std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_EQ(result.size(), 1u) << "Prometheus never returned the series";
+  EXPECT_EQ(result[0]["metric"]["job"], "headroom");
+  double usage = std::stod(result[0]["value"][1].get<std::string>());
+  auto cg = sb->read();
+  ASSERT_TRUE(cg);
+  EXPECT_NEAR(usage, static_cast<double>(cg->usage), 8.0 * kMiB);
+  auto limit = query("headroom_cgroup_limit_bytes" + sel);
+  ASSERT_EQ(limit.size(), 1u);
+  EXPECT_EQ(std::stod(limit[0]["value"][1].get<std::string>()), 384.0 * kMiB);
+  // PromQL over the breakdown: visible anon is about what the workload touched.
+  auto anon = query(fmt::format(R"(sum(headroom_cgroup_memory_bytes{{cgroup="{}",kind="anon"}}))", sb->path()));
+  ASSERT_EQ(anon.size(), 1u);
+  EXPECT_NEAR(std::stod(anon[0]["value"][1].get<std::string>()), 96.0 * kMiB, 6.0 * kMiB);
+  auto headroom = query("headroom_cgroup_headroom_bytes" + sel);
+  ASSERT_EQ(headroom.size(), 1u);
+  EXPECT_NEAR(std::stod(headroom[0]["value"][1].get<std::string>()), 384.0 * kMiB - usage, 8.0 * kMiB);
+  // Prometheus itself says the target is up and its scrapes succeed.
+  auto up = query(R"(up{job="headroom"})");
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0]["value"][1], "1");
+  prom->kill(SIGTERM);
+  (void)prom->wait(20s);
+}
+
+TEST(Agent, RealOomKillIsCountedAndListed) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("agent-oom");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(64 * kMiB));
+  Agent agent({"--interval", "300ms", "--cgroup", sb->path(), "--role-rule", "prover=cgroup:" + sb->path()});
+  ASSERT_TRUE(agent.waitHealthy());
+
+  auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon-slow", std::to_string(256 * kMiB)}, sb->procsFile());
+  ASSERT_TRUE(w);
+  auto st = w->wait(60s);
+  ASSERT_TRUE(st);
+  ASSERT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << "the workload was not OOM-killed: " << *st;
+
+  std::map<std::string, std::string> labels = {{"cgroup", sb->path()}, {"role", "prover"}, {"process", "headroom-worklo"}};
+  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_oom_kills_total", labels); }))
+      << agent.metrics().substr(0, 3000);
+  std::string text = agent.metrics();
+  EXPECT_EQ(metric(text, "headroom_oom_kills_total", labels), 1.0);
+  auto last = metric(text, "headroom_oom_kill_last_timestamp_seconds", labels);
+  ASSERT_TRUE(last);
+  EXPECT_NEAR(*last, static_cast<double>(std::time(nullptr)), 120.0);
+  // The kernel's own counter for the cgroup agrees.
+  EXPECT_GE(metric(text, "headroom_cgroup_oom_kills_total", {{"cgroup", sb->path()}}).value_or(0), 1.0);
+
+  auto ooms = get(agent.port(), "/v1/ooms");
+  ASSERT_EQ(ooms.status, 200);
+  auto j = nlohmann::json::parse(ooms.body);
+  EXPECT_EQ(j["total"], 1);
+  ASSERT_EQ(j["events"].size(), 1u) << ooms.body;
+  const auto& e = j["events"][0];
+  ASSERT_FALSE(e["victims"].empty());
+  EXPECT_EQ(e["victims"][0]["tgid"], w->pid());
+  EXPECT_EQ(e["victims"][0]["cgroup"], sb->path());
+  EXPECT_EQ(e["oom_domain"]["cgroup"], sb->path());
+  EXPECT_EQ(e["oom_domain"]["limit_bytes"], 64 * kMiB);
+  EXPECT_EQ(get(agent.port(), "/v1/ooms", {{"limit", "0"}}).body.find("\"events\":[]") != std::string::npos, true);
+}
+
+TEST(Agent, SighupReloadsRoleRulesLive) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("agent-reload");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  auto w = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(16 * kMiB)}, sb->procsFile());
+  TempDir tmp;
+  std::string config = tmp.file("agent.toml", fmt::format("interval = \"200ms\"\ncgroups = [\"{}\"]\n", sb->path()));
+  Agent agent({"--config", config});
+  ASSERT_TRUE(agent.waitHealthy());
+  std::map<std::string, std::string> as_system = {{"cgroup", sb->path()}, {"role", "system"}, {"process", "headroom-worklo"}};
+  std::map<std::string, std::string> as_prover = {{"cgroup", sb->path()}, {"role", "prover"}, {"process", "headroom-worklo"}};
+  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_process_group_size", as_system); }));
+
+  // A bad config on reload keeps the running one (and says so in a counter).
+  tmp.file("agent.toml", "interval = \"fast\"\n");
+  agent.child().kill(SIGHUP);
+  ASSERT_TRUE(agent.waitMetrics(
+      [&](const std::string& t) { return metric(t, "headroom_config_reload_failures_total").value_or(0) == 1.0; }));
+  EXPECT_TRUE(metric(agent.metrics(), "headroom_process_group_size", as_system));
+
+  tmp.file("agent.toml", fmt::format("interval = \"200ms\"\ncgroups = [\"{}\"]\n[roles]\nrules = [\"prover=comm:headroom-worklo\"]\n",
+                                     sb->path()));
+  agent.child().kill(SIGHUP);
+  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_process_group_size", as_prover); }))
+      << agent.metrics().substr(0, 3000);
+  std::string text = agent.metrics();
+  EXPECT_FALSE(metric(text, "headroom_process_group_size", as_system)) << "the old role's series is gone";
+  EXPECT_EQ(metric(text, "headroom_config_reloads_total"), 1.0);
+  // The sensors were kept: still attached, not restarted.
+  EXPECT_EQ(metric(text, "headroom_sensor_state", {{"sensor", "oom"}, {"state", "active"}}), 1.0);
+}
+
+TEST(Agent, TellsSystemdReadyWatchdogAndStopping) {
+  SKIP_WITHOUT_ROOT();
+  TempDir tmp;
+  std::string sock_path = (tmp.path / "notify.sock").string();
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock_path.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+
+  Agent agent({"--interval", "1s"}, {{"NOTIFY_SOCKET", sock_path}, {"WATCHDOG_USEC", "400000"}});
+  std::vector<std::string> messages;
+  auto waitFor = [&](const std::string& needle, std::chrono::milliseconds limit) {
+    auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      char buf[4096];
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        messages.emplace_back(buf, static_cast<std::size_t>(n));
+        if (messages.back().find(needle) != std::string::npos) return true;
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(waitFor("READY=1", 30s));
+  EXPECT_NE(messages.back().find("MAINPID=" + std::to_string(agent.child().pid())), std::string::npos) << messages.back();
+  EXPECT_EQ(get(agent.port(), "/healthz").status, 200) << "READY comes after the first sample";
+  // Watchdog pings every half period (200 ms here): several within two seconds.
+  int pings = 0;
+  auto end = Clock::now() + 2s;
+  while (Clock::now() < end) {
+    if (waitFor("WATCHDOG=1", 500ms)) ++pings;
+  }
+  EXPECT_GE(pings, 4);
+  agent.child().kill(SIGTERM);
+  EXPECT_TRUE(waitFor("STOPPING=1", 10s));
+  auto st = agent.child().wait(20s);
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  ::close(fd);
+}
+
+TEST(Agent, TwoThousandShortLivedProcessesStayUnderTheSeriesCap) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("agent-cardinality");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  constexpr std::size_t kCap = 300;
+  Agent agent({"--interval", "100ms", "--cgroup", sb->path(), "--metrics.top-processes", "50", "--metrics.max-series",
+               std::to_string(kCap), "--role-rule", "colocated=cgroup:" + sb->path()});
+  ASSERT_TRUE(agent.waitHealthy());
+  std::size_t baseline = seriesCount(agent.metrics());
+
+  // 2,000 children with distinct comms, 300 alive at a time, 300 ms each: uncapped, 50
+  // groups of about ten series each would pass the cap.
+  auto spawner = ChildProcess::spawn({HEADROOM_WORKLOAD, "--spawn", "2000", "300", "300"}, sb->procsFile());
+  ASSERT_TRUE(spawner);
+  std::size_t most = 0, scrapes = 0, most_processes = 0;
+  double dropped = 0;
+  std::set<std::string> comms_seen;
+  for (;;) {
+    std::string text = agent.metrics();
+    ++scrapes;
+    most = std::max(most, seriesCount(text));
+    std::size_t groups = 0;
+    for (auto line : splitLines(text)) {
+      if (line.rfind("headroom_process_group_size{", 0) != 0) continue;
+      ++groups;
+      auto p = line.find("process=\"");
+      if (p != std::string_view::npos) comms_seen.emplace(line.substr(p + 9, line.find('"', p + 9) - p - 9));
+    }
+    most_processes = std::max(most_processes, groups);
+    dropped = std::max(dropped, metric(text, "headroom_series_dropped").value_or(0));
+    if (!spawner->running()) break;
+    if (auto line = spawner->readLine(50ms); line && line->rfind("spawned", 0) == 0) break;
+  }
+  spawner->closeStdin();
+  ASSERT_TRUE(spawner->wait(60s));
+  EXPECT_GT(scrapes, 5u);
+  std::cout << "cardinality: " << scrapes << " scrapes, most series " << most << " (cap " << kCap << ", baseline "
+            << baseline << "), dropped up to " << dropped << ", most process groups " << most_processes << ", names seen " << comms_seen.size() << "\n";
+  EXPECT_LE(most, kCap) << "series past the cap";
+  EXPECT_GT(dropped, 0) << "the cap never bound: the test proves nothing";
+  // Per role: at most top_processes groups plus "other" per cgroup (the spawner itself is one).
+  EXPECT_LE(most_processes, 50u + 2u);
+  EXPECT_TRUE(comms_seen.count("other")) << "the rest is summed, not dropped";
+  EXPECT_GT(comms_seen.size(), 3u);
+  // After the burst the series count falls back: nothing grows with what came and went.
+  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return seriesCount(t) <= baseline + 20; }))
+      << seriesCount(agent.metrics()) << " vs " << baseline;
+}
+
+}  // namespace
+}  // namespace headroom

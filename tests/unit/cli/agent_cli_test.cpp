@@ -1,0 +1,90 @@
+// `headroom agent` refusing bad input before it starts anything: the real binary, no root.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "testing/child_process.h"
+#include "testing/fixture_tree.h"
+
+namespace headroom {
+namespace {
+
+using testing::runCommand;
+
+struct ConfigFile {
+  std::string path;
+  explicit ConfigFile(const std::string& text) {
+    char tmpl[] = "/tmp/headroom-agent-cfg-XXXXXX";
+    int fd = ::mkstemp(tmpl);
+    ::close(fd);
+    path = tmpl;
+    std::ofstream(path) << text;
+  }
+  ~ConfigFile() { std::filesystem::remove(path); }
+};
+
+std::size_t lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(AgentCli, CheckConfigAcceptsAGoodFileAndFlagsWin) {
+  ConfigFile f("listen = \"127.0.0.1:9999\"\ninterval = \"2s\"\n[roles]\nrules = [\"prover=comm:cuzk\"]\n");
+  auto r = runCommand({HEADROOM_BINARY, "agent", "--config", f.path, "--interval", "250ms", "--check-config"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("config OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("listen 127.0.0.1:9999"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("interval 250 ms"), std::string::npos) << "the flag wins over the file: " << r.out;
+  EXPECT_NE(r.out.find("1 role rule"), std::string::npos) << r.out;
+}
+
+TEST(AgentCli, EachBadKeyOrValueIsOneClearLineAndExitCode2) {
+  struct Case {
+    std::string file;                 // config text ("" = no file)
+    std::vector<std::string> flags;   // extra flags
+    std::vector<std::string> must_name;
+  };
+  std::vector<Case> cases = {
+      {"intervall = \"5s\"\n", {}, {"intervall"}},
+      {"[sensors]\nbfp = true\n", {}, {"bfp"}},
+      {"interval = \"fast\"\n", {}, {"interval", "fast"}},
+      {"listen = \"127.0.0.1\"\n", {}, {"listen", "127.0.0.1"}},
+      {"[sensors]\noom_ring_bytes = 1000\n", {}, {"oom_ring_bytes", "1000"}},
+      {"[roles]\nrules = [\"boss=comm:x\"]\n", {}, {"boss"}},
+      {"log_format = \"xml\"\n", {}, {"log_format", "xml"}},
+      {"smaps = \"yes\"\n", {}, {"smaps", "yes"}},
+      {"[metrics\n", {}, {"line"}},
+      {"", {"--interval", "fast"}, {"--interval", "fast"}},
+      {"", {"--listen", "nope:99999"}, {"--listen", "99999"}},
+      {"", {"--log-format", "xml"}, {"--log-format", "xml"}},
+      {"", {"--metrics.max-series", "many"}, {"--metrics.max-series", "many"}},
+      {"", {"--frobnicate"}, {"--frobnicate"}},
+  };
+  for (const Case& c : cases) {
+    std::optional<ConfigFile> f;
+    std::vector<std::string> argv = {HEADROOM_BINARY, "agent", "--check-config"};
+    if (!c.file.empty()) {
+      f.emplace(c.file);
+      argv.insert(argv.end(), {"--config", f->path});
+    }
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    auto r = runCommand(argv);
+    std::string what = c.file + " " + (c.flags.empty() ? "" : c.flags[0]);
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << what << ": " << r.err;
+    for (const auto& n : c.must_name) EXPECT_NE(r.err.find(n), std::string::npos) << what << " must name " << n << ": " << r.err;
+  }
+  auto missing = runCommand({HEADROOM_BINARY, "agent", "--check-config", "--config", "/nonexistent/agent.toml"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/agent.toml"), std::string::npos) << missing.err;
+}
+
+TEST(AgentCli, AWatchedCgroupThatDoesNotExistIsRefusedAtStart) {
+  testing::FixtureTree t;
+  testing::provingHostV1(t);
+  auto r = runCommand({HEADROOM_BINARY, "--root", t.root(), "agent", "--listen", "127.0.0.1:0", "--cgroup", "/nope"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("/nope"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace headroom
