@@ -346,7 +346,7 @@ int Agent::run(std::ostream& err) {
   routes["/healthz"] = [this](const HttpQuery&) { return healthz(); };
   routes["/v1/snapshot"] = [this](const HttpQuery&) { return snapshotJson(); };
   routes["/v1/ooms"] = [this](const HttpQuery& q) { return oomsJson(q); };
-  auto server = HttpServer::start(cfg_.listen, std::move(routes));
+  auto server = HttpServer::start(cfg_.listen, routes);
   if (!server) {
     err << "headroom agent: --listen: " << server.error().describe() << "\n";
     return kExitFailure;

@@ -8,7 +8,7 @@
 namespace headroom {
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
-                                                      std::map<std::string, HttpHandler> routes) {
+                                                      const std::map<std::string, HttpHandler>& routes) {
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->server_ = std::make_unique<httplib::Server>();
   httplib::Server& srv = *s->server_;
@@ -17,13 +17,13 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
   srv.set_write_timeout(5, 0);
   srv.set_keep_alive_max_count(100);
   srv.set_payload_max_length(64 * 1024);
-  for (auto& [path, handler] : routes) {
-    srv.Get(path, [h = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+  for (const auto& [path, handler] : routes) {
+    srv.Get(path, [h = handler](const httplib::Request& req, httplib::Response& res) {
       HttpQuery q;
       for (const auto& [k, v] : req.params) q[k] = v;
       HttpResponse r = h(q);
       res.status = r.status;
-      res.set_content(r.body, r.content_type.c_str());
+      res.set_content(r.body, r.content_type);
     });
   }
   auto notAllowed = [](const httplib::Request&, httplib::Response& res) {

@@ -2,12 +2,13 @@
 """`make bench`: headroom's costs measured side by side in one run, written as a markdown table.
 
 - A fault-heavy workload (fault-bench: several GiB of fresh pages, several threads) with no
-  agent, with headroom's sensors attached (`headroom snapshot --watch-ooms`, the agent's sensor
-  set), and with a bpftrace one-liner counting the same tracepoint per process; runs
+  agent, with the agent running (`headroom agent`, default settings: every sensor attached), and with a bpftrace one-liner counting the same tracepoint per process; runs
   interleaved, median of each. Ratios, added nanoseconds per fault.
 - Per-program cost per event from the kernel's own BPF stats (kernel.bpf_stats_enabled:
   run_time_ns / run_cnt) for headroom's fault program and bpftrace's.
 - The time from an OOM kill (oom:mark_victim) to its record in user space (oom-latency).
+- The agent's own footprint sampling at 50x its default rate: RSS early and late (no growth
+  with uptime), CPU and wall time per sample.
 """
 import json
 import os
@@ -15,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build/bench"
 OUT = os.path.join(BUILD, "bench-results.md")
@@ -26,6 +28,7 @@ THREADS = str(min(4, os.cpu_count() or 2))
 CHUNK = str(512 << 20)
 ROUNDS = "4"
 REPEATS = 5
+FOOTPRINT_SECONDS = 60
 BPFTRACE = "tracepoint:exceptions:page_fault_user { @[pid] = count(); }"
 
 
@@ -61,12 +64,65 @@ def stop(proc):
         proc.wait()
 
 
+def start_agent(*extra):
+    """The real agent on a free loopback port; returns (process, port)."""
+    p = subprocess.Popen([HEADROOM, "agent", "--listen", "127.0.0.1:0", "--log-level", "info", *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    end = time.time() + 30
+    while time.time() < end:
+        line = p.stdout.readline()
+        if not line:
+            break
+        if "serving on http://" in line:
+            port = int(line.split("serving on http://", 1)[1].split()[0].rsplit(":", 1)[1])
+            return p, port
+    stop(p)
+    raise SystemExit("bench: the agent did not start")
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def rss_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def agent_footprint(seconds):
+    """The agent sampling every 100 ms (50x the default rate) for `seconds`: RSS early and late,
+    CPU per sample, series count."""
+    p, port = start_agent("--interval", "100ms")
+    try:
+        time.sleep(5)
+        early = rss_of(p.pid)
+        first = scrape(port)
+        time.sleep(seconds)
+        late = rss_of(p.pid)
+        last = scrape(port)
+        samples = last["headroom_samples_total"] - first["headroom_samples_total"]
+        cpu = last["process_cpu_seconds_total"] - first["process_cpu_seconds_total"]
+        return {"early": early, "late": late, "samples": samples, "cpu_per_sample_ms": cpu * 1000 / max(samples, 1),
+                "series": last["headroom_series"], "processes": last["headroom_processes_tracked"],
+                "sample_ms": last["headroom_sample_duration_seconds"] * 1000, "seconds": seconds}
+    finally:
+        stop(p)
+
+
 def with_headroom(fn):
     before = set(progs())
-    p = subprocess.Popen([HEADROOM, "snapshot", "--watch-ooms", "--seconds", "3600"], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+    p, _ = start_agent()
     try:
-        wait_for(p, "watching for OOM kills")
         result = fn()
         stats = [v for k, v in progs().items() if k not in before and v.get("name") == "count_fault"]
         return result, stats
@@ -132,6 +188,7 @@ def main():
     hr_ns, hr_cnt = per_event(hr_stats)
     bt_ns, bt_cnt = per_event(bt_stats)
     oom = json.loads(subprocess.run([OOM, WORKLOAD, "5"], capture_output=True, text=True, check=True).stdout)
+    fp = agent_footprint(FOOTPRINT_SECONDS)
 
     def added(k):
         return (med[k] - med["none"]) * 1e9 / pages
@@ -149,6 +206,10 @@ def main():
         f"{bt_ns:.1f} ns ({bt_cnt} events) | headroom <= 30 ns and < half of bpftrace |",
         f"| OOM kill to its record in user space ({oom['kills']} real kills) | | median {oom['median_ms']:.3f} ms, "
         f"max {oom['max_ms']:.3f} ms | | <= 10 ms |",
+        f"| agent footprint, sampling every 100 ms for {fp['seconds']} s ({int(fp['samples'])} samples, "
+        f"{int(fp['processes'])} processes, {int(fp['series'])} series) | | RSS {fp['early'] / 2**20:.1f} MiB after 5 s, "
+        f"{fp['late'] / 2**20:.1f} MiB at the end; {fp['cpu_per_sample_ms']:.2f} ms CPU and "
+        f"{fp['sample_ms']:.2f} ms wall per sample | | no growth with uptime |",
     ]
     table = "\n".join(rows) + "\n"
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
