@@ -702,7 +702,8 @@ Status applyConfigFlag(AgentConfig& cfg, const ConfigKey& key, const std::vector
     }
     if (values.size() != 1) {
       std::string shown;
-      for (const std::string& v : values) shown += " " + flagText(v);
+      // fmt, not operator+: g++ 12 -O2 warns falsely (-Wrestrict) on `" " + std::string&&`.
+      for (const std::string& v : values) shown += fmt::format(" {}", flagText(v));
       return makeError(0, fmt::format("{}{}: takes one value, got {}", flag, shown, values.size()));
     }
   }
