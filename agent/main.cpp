@@ -78,6 +78,17 @@ int run(int argc, char** argv) {
     flag_options.push_back(o);
   }
 
+  headroom::cli::ProbeCliOptions probe_opts;
+  auto* probe = app.add_subcommand("probe", "How much more can really be allocated in a cgroup now (allocates, measures, releases)");
+  probe->add_option("--cgroup", probe_opts.cgroup, "The memory cgroup to probe (path inside the hierarchy); default: the caller's own");
+  probe->add_option("--stop-margin", probe_opts.stop_margin, "Stop this far from the nearest limit (default 2GiB, scaled down for small limits)");
+  probe->add_option("--chunk", probe_opts.chunk, "Largest step (default 1GiB; shrinks near the limit)");
+  probe->add_option("--max", probe_opts.max, "Never allocate more than this");
+  probe->add_option("--touch", probe_opts.touch, "populate (MADV_POPULATE_WRITE), memset (one thread), threads")->capture_default_str();
+  probe->add_option("--threads", probe_opts.threads, "Touching threads (default: the cores available)");
+  probe->add_option("--reclaim-timeout", probe_opts.reclaim_timeout, "Wait at most this long for usage to come back")->capture_default_str();
+  probe->add_flag("--json", probe_opts.json, "JSON (the old probe's fields plus the new ones)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -86,6 +97,10 @@ int run(int argc, char** argv) {
   // Logs go to stderr: stdout carries tables and JSON.
   headroom::cli::setupLogging(headroom::LogFormat::kText, log_level);
 
+  if (probe->parsed()) {
+    probe_opts.root = root;
+    return headroom::cli::runProbeCommand(probe_opts, std::cout, std::cerr);
+  }
   if (agent->parsed()) {
     agent_opts.root = root;
     if (!config_path.empty()) agent_opts.config_path = config_path;

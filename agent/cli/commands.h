@@ -21,6 +21,7 @@ namespace headroom::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitAborted = 3;  // probe: pressure rose, partial results
 
 struct SnapshotOptions {
   std::string root = "/";
@@ -65,6 +66,20 @@ struct AgentOptions {
 Result<AgentConfig> agentConfig(const AgentOptions& opts);
 // `headroom agent`: runs until SIGTERM/SIGINT; SIGHUP reloads the config.
 int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err);
+
+struct ProbeCliOptions {
+  std::string root = "/";
+  std::string cgroup;       // "" = the caller's own
+  std::string stop_margin;  // sizes as given ("" = default)
+  std::string chunk;
+  std::string max;
+  std::string touch = "populate";
+  unsigned threads = 0;
+  std::string reclaim_timeout = "30s";
+  bool json = false;
+};
+// `headroom probe`: exit 0 done, 2 bad input, 3 aborted because pressure rose (partial results).
+int runProbeCommand(const ProbeCliOptions& opts, std::ostream& out, std::ostream& err);
 
 // The human table of `headroom snapshot`.
 std::string renderSnapshotTable(const Snapshot& snap, std::size_t top_per_role);

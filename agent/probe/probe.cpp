@@ -1,0 +1,541 @@
+// The probe's I/O: the bounds read live, the child that allocates (in a sub-cgroup of its own
+// with a hard limit where the hierarchy allows), the overhead split, the wait for reclaim.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "headroom/parse.h"
+#include "headroom/probe.h"
+#include "headroom/units.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it
+#endif
+
+namespace headroom {
+namespace {
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+constexpr std::size_t kPage = 4096;
+
+std::int64_t monoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+double unixNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// ---- the child: allocates and touches on command, releases at the end ----------------------
+
+// The child's touching is not instrumented and its mappings bypass the sanitizer's mmap
+// interceptor: in a sanitized build (the tests') the shadow memory written for every mapping
+// would be charged to the probe's cgroup on top of what it allocates.
+#if defined(__SANITIZE_ADDRESS__) || defined(__has_feature)
+#define HEADROOM_NO_ASAN __attribute__((no_sanitize("address")))
+#else
+#define HEADROOM_NO_ASAN
+#endif
+
+void* rawMmap(std::size_t n) {
+  long r = ::syscall(SYS_mmap, nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r < 0 && r > -4096) {
+    errno = static_cast<int>(-r);
+    return MAP_FAILED;
+  }
+  return reinterpret_cast<void*>(r);  // NOLINT(performance-no-int-to-ptr): the syscall returns the address
+}
+
+HEADROOM_NO_ASAN void touchPages(volatile char* p, std::size_t from, std::size_t to) {
+  for (std::size_t i = from; i < to; i += kPage) p[i] = 1;
+}
+
+HEADROOM_NO_ASAN void fill(volatile char* p, std::size_t n) {
+  // memset by hand: the sanitizer's memset would check (and so touch) shadow pages.
+  auto* q = reinterpret_cast<volatile std::uint64_t*>(p);
+  for (std::size_t i = 0; i < n / sizeof(std::uint64_t); ++i) q[i] = 0x5a5a5a5a5a5a5a5aULL;
+}
+
+// Touches [p, p+n) by the chosen mode; returns 0 or an errno.
+int touchRange(char* p, std::size_t n, TouchMode mode, unsigned threads, bool& populate_ok) {
+  if (mode == TouchMode::kMemset) {
+    fill(p, n);
+    return 0;
+  }
+  threads = std::max(1u, threads);
+  std::size_t per = (n / threads + kPage - 1) / kPage * kPage;
+  std::vector<std::thread> pool;
+  std::vector<int> errs(threads, 0);
+  for (unsigned t = 0; t < threads; ++t) {
+    std::size_t off = per * t;
+    if (off >= n) break;
+    std::size_t len = std::min(per, n - off);
+    pool.emplace_back([&, t, off, len] {
+      if (mode == TouchMode::kPopulate && populate_ok) {
+        // Unlike MAP_POPULATE, MADV_POPULATE_WRITE says when it could not fault pages in.
+        if (::madvise(p + off, len, MADV_POPULATE_WRITE) == 0) return;
+        errs[t] = errno;
+        if (errno != EINVAL) return;
+        errs[t] = 0;  // kernel before 5.14: touch instead
+      }
+      touchPages(p, off, off + len);
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int e : errs) {
+    if (e == EINVAL) populate_ok = false;
+    else if (e != 0) return e;
+  }
+  return 0;
+}
+
+void writeAll(int fd, const std::string& s) {
+  std::size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+// Commands, one per line: "A <bytes>" allocate and touch; "R" release everything.
+[[noreturn]] void childMain(int in, int out, TouchMode mode, unsigned threads) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the parent that watches the bounds
+  ::prctl(PR_SET_NAME, "headroom-probe");
+  std::vector<std::pair<char*, std::size_t>> chunks;
+  bool populate_ok = true;
+  std::string buf;
+  char tmp[256];
+  for (;;) {
+    ssize_t n = ::read(in, tmp, sizeof tmp);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      ::_exit(0);
+    }
+    buf.append(tmp, static_cast<std::size_t>(n));
+    std::size_t nl = 0;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string cmd = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      if (cmd == "R") {
+        for (auto [p, len] : chunks) ::syscall(SYS_munmap, p, len);
+        chunks.clear();
+        writeAll(out, "RELEASED\n");
+        continue;
+      }
+      std::size_t bytes = std::strtoull(cmd.c_str() + 2, nullptr, 10);
+      auto t0 = monoNs();
+      void* p = rawMmap(bytes);
+      if (p == MAP_FAILED) {
+        writeAll(out, fmt::format("ERR {}\n", errno));
+        continue;
+      }
+      int err = touchRange(static_cast<char*>(p), bytes, mode, threads, populate_ok);
+      if (err != 0) {
+        ::syscall(SYS_munmap, p, bytes);
+        writeAll(out, fmt::format("ERR {}\n", err));
+        continue;
+      }
+      chunks.emplace_back(static_cast<char*>(p), bytes);
+      writeAll(out, fmt::format("OK {} {} {}\n", bytes, monoNs() - t0, populate_ok ? 1 : 0));
+    }
+  }
+}
+
+class Child {
+ public:
+  static Result<Child> start(TouchMode mode, unsigned threads) {
+    int to[2], from[2];
+    if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) return errnoError("pipe for the probe child");
+    pid_t pid = ::fork();
+    if (pid < 0) return errnoError("fork of the probe child");
+    if (pid == 0) {
+      ::close(to[1]);
+      ::close(from[0]);
+      childMain(to[0], from[1], mode, threads);
+    }
+    ::close(to[0]);
+    ::close(from[1]);
+    return Child(pid, to[1], from[0]);
+  }
+  Child(Child&& o) noexcept : pid_(o.pid_), to_(o.to_), from_(o.from_) { o.pid_ = o.to_ = o.from_ = -1; }
+  Child& operator=(Child&&) = delete;
+  Child(const Child&) = delete;
+  ~Child() {
+    if (to_ >= 0) ::close(to_);
+    if (from_ >= 0) ::close(from_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void send(const std::string& line) { writeAll(to_, line + "\n"); }
+  // The next reply line, or nullopt when the child died (or said nothing in time).
+  std::optional<std::string> reply(std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd pfd{from_, POLLIN, 0};
+      int r = ::poll(&pfd, 1, static_cast<int>(left.count()));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return std::nullopt;
+      char tmp[256];
+      ssize_t n = ::read(from_, tmp, sizeof tmp);
+      if (n <= 0) return std::nullopt;
+      buf_.append(tmp, static_cast<std::size_t>(n));
+    }
+  }
+  // Ends the child (stdin closed) and returns its wait status.
+  int finish() {
+    ::close(to_);
+    to_ = -1;
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return st;
+  }
+
+ private:
+  Child(pid_t pid, int to, int from) : pid_(pid), to_(to), from_(from) {}
+  pid_t pid_;
+  int to_, from_;
+  std::string buf_;
+};
+
+// ---- the parent: bounds, placement, overhead ------------------------------------------------
+
+struct Target {
+  std::string path;
+  CgroupMemory first;
+};
+
+Result<std::string> callersCgroup(const FsRoot& fs, const CgroupHierarchy& h) {
+  auto text = fs.readFile("/proc/self/cgroup");
+  if (!text) return text.error();
+  auto cg = parseProcCgroup(*text);
+  if (!cg) return cg.error();
+  auto p = cg->memoryPath(h.version());
+  if (!p) return makeError(ENOENT, fmt::format("this process is in no v{} memory cgroup", h.version()));
+  return h.toMountRelative(*p);
+}
+
+// Every bound on `path`: itself and each ancestor with a limit (and memory.high on v2), and the
+// host. `skip` is the probe's own sub-cgroup, which bounds only the probe.
+Result<ProbeReading> readBounds(const FsRoot& fs, const CgroupHierarchy& h, const std::string& path) {
+  ProbeReading r;
+  r.time_ns = monoNs();
+  auto self = h.read(path);
+  if (!self) return self.error().wrap(fmt::format("reading cgroup {}", path));
+  r.events_high = self->events.getOr("high");
+  r.events_max = self->events.getOr("max");
+  r.events_oom = self->events.getOr("oom");
+  r.under_oom = self->under_oom;
+  if (self->pressure) r.pressure_some_us = self->pressure->some.total_us;
+  std::optional<std::string> p = path;
+  while (p) {
+    auto cg = *p == path ? Result<CgroupMemory>(*self) : h.read(*p);
+    if (cg) {
+      if (cg->limit) r.bounds.push_back(ProbeBound{*p, "limit", *cg->limit, cg->usage});
+      if (cg->high && (!cg->limit || *cg->high < *cg->limit))
+        r.bounds.push_back(ProbeBound{*p, "memory.high", *cg->high, cg->usage});
+    }
+    p = parentCgroup(*p);
+  }
+  auto mi = fs.readFile("/proc/meminfo");
+  if (!mi) return mi.error();
+  auto m = parseMeminfo(*mi);
+  if (!m) return m.error().wrap("parsing /proc/meminfo");
+  // The host as a bound: its room is MemAvailable.
+  std::uint64_t used = m->mem_total > m->mem_available ? m->mem_total - m->mem_available : 0;
+  r.bounds.push_back(ProbeBound{"host", "MemAvailable", m->mem_total, used});
+  if (!r.pressure_some_us) {
+    // v1 has no per-cgroup PSI: the host's.
+    if (auto psi = fs.readFile("/proc/pressure/memory")) {
+      if (auto parsed = parsePsi(*psi)) r.pressure_some_us = parsed->some.total_us;
+    }
+  }
+  return r;
+}
+
+const ProbeBound* tightest(const ProbeReading& r) {
+  const ProbeBound* best = nullptr;
+  for (const ProbeBound& b : r.bounds) {
+    std::uint64_t room = b.limit > b.usage_before ? b.limit - b.usage_before : 0;
+    if (!best || room < (best->limit > best->usage_before ? best->limit - best->usage_before : 0)) best = &b;
+  }
+  return best;
+}
+
+// The probe's own sub-cgroup, removed when it goes.
+class SubCgroup {
+ public:
+  static Result<SubCgroup> create(const CgroupHierarchy& h, const std::string& parent, const std::string& name) {
+    auto dir = h.open(parent);
+    if (!dir) return dir.error();
+    if (::mkdirat(dir->fd(), name.c_str(), 0755) != 0)
+      return errnoError(fmt::format("creating the probe's cgroup {}/{}", parent == "/" ? "" : parent, name));
+    std::string path = (parent == "/" ? "" : parent) + "/" + name;
+    auto sub = h.open(path);
+    if (!sub) {
+      ::unlinkat(dir->fd(), name.c_str(), AT_REMOVEDIR);
+      return sub.error();
+    }
+    return SubCgroup(std::move(*dir), std::move(*sub), name, path, h.version());
+  }
+  SubCgroup(SubCgroup&& o) noexcept
+      : parent_(std::move(o.parent_)),
+        dir_(std::move(o.dir_)),
+        name_(std::exchange(o.name_, std::string())),  // the moved-from one removes nothing
+        path_(std::move(o.path_)),
+        version_(o.version_) {}
+  SubCgroup& operator=(SubCgroup&&) = delete;
+  SubCgroup(const SubCgroup&) = delete;
+  ~SubCgroup() {
+    if (name_.empty()) return;
+    // A memcg with charges still going offline says EBUSY for a moment.
+    for (int i = 0; i < 100; ++i) {
+      if (::unlinkat(parent_.fd(), name_.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return;
+      ::usleep(20000);
+    }
+  }
+  const std::string& path() const { return path_; }
+  Status setLimit(std::uint64_t bytes) const {
+    return dir_.writeFile(version_ == 1 ? "memory.limit_in_bytes" : "memory.max", std::to_string(bytes));
+  }
+  Status addProcess(pid_t pid) const { return dir_.writeFile("cgroup.procs", std::to_string(pid)); }
+
+ private:
+  SubCgroup(Dir parent, Dir dir, std::string name, std::string path, int version)
+      : parent_(std::move(parent)), dir_(std::move(dir)), name_(std::move(name)), path_(std::move(path)), version_(version) {}
+  Dir parent_, dir_;
+  std::string name_, path_;
+  int version_;
+};
+
+// Whether a sub-cgroup of `path` can carry the memory controller: always on v1; on v2 only
+// when the parent delegates it (`memory` in its cgroup.subtree_control).
+bool subCgroupPossible(const CgroupHierarchy& h, const std::string& path) {
+  if (h.version() == 1) return true;
+  auto dir = h.open(path);
+  if (!dir) return false;
+  auto ctl = dir->readFile("cgroup.subtree_control");
+  if (!ctl) return false;
+  for (auto w : splitFields(*ctl)) {
+    if (w == "memory") return true;
+  }
+  return false;
+}
+
+std::map<std::string, std::int64_t> invisibleParts(const Snapshot& s, const std::string& path) {
+  std::map<std::string, std::int64_t> out;
+  if (const CgroupSnapshot* c = s.findCgroup(path)) {
+    for (const Part& p : c->attribution.parts) {
+      if (!isVisible(p.kind)) out[toString(p.kind)] = static_cast<std::int64_t>(p.bytes);
+    }
+  }
+  return out;
+}
+
+std::int64_t othersRss(const Snapshot& s, pid_t probe_pid) {
+  std::int64_t sum = 0;
+  for (const ProcessSnapshot& p : s.processes) {
+    if (p.sample.pid != probe_pid && p.sample.pid != s.self_pid) sum += static_cast<std::int64_t>(p.sample.status.vm_rss);
+  }
+  return sum;
+}
+
+}  // namespace
+
+Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const ProbeOptions& opts) {
+  const CgroupHierarchy& h = collector.hierarchy();
+  ProbeResult res;
+  res.started_at = unixNow();
+  auto t_start = monoNs();
+  if (opts.chunk == 0) return makeError(0, "--chunk 0: the chunk must be at least 4 MiB");
+  std::string target = opts.cgroup.empty() ? std::string() : normaliseCgroupPath(opts.cgroup);
+  if (target.empty()) {
+    auto own = callersCgroup(fs, h);
+    if (!own) return own.error().wrap("finding the caller's memory cgroup");
+    target = *own;
+  }
+  if (auto d = h.open(target); !d)
+    return makeError(0, fmt::format("--cgroup {}: not a cgroup of the v{} memory hierarchy at {} ({})", target,
+                                    h.version(), fs.display(h.mount().mount_point), d.error().describe()));
+  res.cgroup = target;
+
+  auto first = readBounds(fs, h, target);
+  if (!first) return first.error();
+  const ProbeBound* tight = tightest(*first);
+  res.bound = *tight;
+  res.cgroup_limit_bytes = tight->limit;
+  auto target_mem = h.read(target);
+  if (!target_mem) return target_mem.error();
+  res.usage_before_bytes = target_mem->usage;
+  res.oom_kills_before = target_mem->oom_kills.value_or(0);
+  std::uint64_t room0 = tight->limit > tight->usage_before ? tight->limit - tight->usage_before : 0;
+  std::uint64_t margin = opts.stop_margin.value_or(defaultStopMargin(tight->limit));
+  if (opts.stop_margin && *opts.stop_margin >= tight->limit)
+    return makeError(0, fmt::format("--stop-margin {} is not smaller than the limit {} of {} ({})",
+                                    formatBytes(*opts.stop_margin), formatBytes(tight->limit), tight->name, tight->kind));
+  res.stop_margin_bytes = margin;
+  unsigned threads = opts.threads != 0 ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  res.threads = opts.touch == TouchMode::kMemset ? 1 : threads;
+  res.touch = toString(opts.touch);
+
+  CollectOptions co;
+  co.cgroups = {target};
+  co.read_smaps = false;
+  auto before_raw = collector.collect(co);
+  if (!before_raw) return before_raw.error();
+  auto before = buildSnapshot(std::move(*before_raw), RoleMatcher());
+
+  // Where the child runs: a sub-cgroup with a hard limit just under the room, so that an
+  // overshoot can only ever kill the probe; else the target itself, as the OOM killer's
+  // first choice.
+  std::optional<SubCgroup> sub;
+  if (subCgroupPossible(h, target)) {
+    auto s = SubCgroup::create(h, target, fmt::format("headroom-probe-{}", ::getpid()));
+    if (!s) return s.error();
+    sub.emplace(std::move(*s));
+    std::uint64_t hard = room0 > margin / 2 ? room0 - margin / 2 : 0;
+    hard = std::max<std::uint64_t>(hard, 8 * kMiB);
+    if (auto st = sub->setLimit(hard); !st) return st.error().wrap("limiting the probe's cgroup");
+    res.placement = fmt::format("sub-cgroup {} (hard limit {}), oom_score_adj 1000", sub->path(), formatBytes(hard));
+  } else {
+    res.placement = fmt::format("target cgroup {} (v2 leaf without memory delegation), oom_score_adj 1000", target);
+  }
+
+  auto child = Child::start(opts.touch, threads);
+  if (!child) return child.error();
+  // The OOM killer's first choice in any domain, whatever else happens.
+  if (auto st = fs.openDir(fmt::format("/proc/{}", child->pid())); st) (void)st->writeFile("oom_score_adj", "1000");
+  if (sub) {
+    if (auto st = sub->addProcess(child->pid()); !st) return st.error().wrap("moving the probe child into its cgroup");
+  } else if (auto dir = h.open(target); dir) {
+    (void)dir->writeFile("cgroup.procs", std::to_string(child->pid()));
+  }
+
+  ProbeReading last = *first;
+  std::uint64_t peak = res.usage_before_bytes;
+  std::int64_t touch_ns = 0;
+  bool populate_fell_back = false;
+  std::shared_ptr<const Snapshot> at_peak;
+  bool child_died = false;
+  for (;;) {
+    ProbeDecision d = decideProbeStep(*first, last, res.allocated_bytes, opts, margin);
+    if (d.step != ProbeStep::kContinue) {
+      res.stop_reason = d.reason;
+      res.aborted = d.step == ProbeStep::kAbortPressure;
+      break;
+    }
+    child->send(fmt::format("A {}", d.next_chunk));
+    auto reply = child->reply(std::chrono::minutes(5));
+    if (!reply) {
+      child_died = true;
+      res.stop_reason = "the probe child died while touching a chunk (its own cgroup's hard limit: only the probe was killed)";
+      break;
+    }
+    if (reply->rfind("ERR", 0) == 0) {
+      int e = std::atoi(reply->c_str() + 4);
+      res.stop_reason = fmt::format("the kernel refused the next chunk of {}: {}", formatBytes(d.next_chunk), std::strerror(e));
+      break;
+    }
+    auto words = splitFields(*reply);
+    if (words.size() >= 4) {
+      touch_ns += std::strtoll(std::string(words[2]).c_str(), nullptr, 10);
+      populate_fell_back = populate_fell_back || words[3] == "0";
+    }
+    res.allocated_bytes += d.next_chunk;
+    ++res.probe_chunks;
+    auto now = readBounds(fs, h, target);
+    if (!now) return now.error();
+    last = std::move(*now);
+    if (auto cg = h.read(target); cg && cg->usage >= peak) {
+      peak = cg->usage;
+      // Who grew, at the peak (before anything is released).
+      if (auto raw = collector.collect(co)) at_peak = buildSnapshot(std::move(*raw), RoleMatcher());
+    }
+  }
+  res.usage_peak_bytes = peak;
+  if (const ProbeBound* t = tightest(last)) {
+    std::uint64_t room = t->limit > t->usage_before ? t->limit - t->usage_before : 0;
+    res.allocatable_bytes = res.allocated_bytes + room;
+  }
+  res.touch_seconds = static_cast<double>(touch_ns) / 1e9;
+  res.bytes_per_second = touch_ns > 0 ? static_cast<double>(res.allocated_bytes) / res.touch_seconds : 0;
+  if (populate_fell_back) res.touch = "threads (populate unsupported by this kernel)";
+
+  // Release, then wait (bounded) for the charge to come back.
+  if (!child_died) {
+    child->send("R");
+    (void)child->reply(std::chrono::minutes(1));
+  }
+  (void)child->finish();
+  auto t_release = monoNs();
+  std::uint64_t near = res.usage_before_bytes + std::max<std::uint64_t>(8 * kMiB, res.usage_before_bytes / 100);
+  auto deadline = std::chrono::steady_clock::now() + opts.reclaim_timeout;
+  for (;;) {
+    auto cg = h.read(target);
+    if (cg) res.usage_after_bytes = cg->usage;
+    if (cg && cg->usage <= near) {
+      res.reclaimed = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    ::usleep(20000);
+  }
+  res.reclaim_seconds = static_cast<double>(monoNs() - t_release) / 1e9;
+  sub.reset();
+  if (auto cg = h.read(target)) res.oom_kills_after = cg->oom_kills.value_or(0);
+
+  // The overhead, split honestly: the others' growth, then the kernel's part by component.
+  res.overhead_bytes = static_cast<std::int64_t>(res.usage_peak_bytes) - static_cast<std::int64_t>(res.usage_before_bytes) -
+                       static_cast<std::int64_t>(res.allocated_bytes);
+  if (at_peak) {
+    pid_t probe_pid = 0;
+    for (const ProcessSnapshot& p : at_peak->processes) {
+      if (p.sample.comm == "headroom-probe") probe_pid = p.sample.pid;
+    }
+    res.others_growth_bytes = othersRss(*at_peak, probe_pid) - othersRss(*before, 0);
+    auto a = invisibleParts(*before, target);
+    for (const auto& [kind, bytes] : invisibleParts(*at_peak, target)) {
+      std::int64_t delta = bytes - (a.count(kind) ? a[kind] : 0);
+      if (delta != 0) res.kernel_overhead_parts.emplace_back(kind, delta);
+    }
+  }
+  res.kernel_overhead_bytes = res.overhead_bytes - res.others_growth_bytes;
+  res.duration_seconds = static_cast<double>(monoNs() - t_start) / 1e9;
+  return res;
+}
+
+}  // namespace headroom
