@@ -74,6 +74,7 @@ int run(int argc, char** argv) {
     std::string help = fmt::format("{} [{}; config key {}]", k.help, k.kind, k.name);
     CLI::Option* o = agent->add_option(k.flag, flag_values[i], help)->group("Config keys");
     if (k.repeatable) o->take_all();
+    else if (k.kind == "bool") o->expected(0, 1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // alone: true
     else o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     flag_options.push_back(o);
   }
@@ -107,7 +108,10 @@ int run(int argc, char** argv) {
     agent_opts.log_level_given = log_level_opt->count() > 0;
     agent_opts.log_level = log_level;
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (flag_options[i]->count() > 0) agent_opts.flags.emplace_back(keys[i], flag_values[i]);
+      if (flag_options[i]->count() == 0) continue;
+      std::vector<std::string> values = flag_values[i];
+      if (keys[i].kind == "bool" && (values.empty() || (values.size() == 1 && values[0].empty()))) values = {"true"};
+      agent_opts.flags.emplace_back(keys[i], std::move(values));
     }
     return headroom::cli::runAgent(agent_opts, std::cout, std::cerr);
   }

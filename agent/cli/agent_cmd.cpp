@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,6 +89,10 @@ class Agent {
     started_mono_ns_ = monoNs();
   }
 
+  ~Agent() { server_.reset(); }  // no HTTP thread may outlive what it reads
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
   int run(std::ostream& err);
 
  private:
@@ -97,6 +102,9 @@ class Agent {
   void reload();
   void updateSelf();
   std::pair<std::string, Role> resolveVictim(const OomVictim& v) const;
+  // The memory cgroup ids (directory inodes) the BPF filter should hold for `paths`.
+  std::vector<std::uint64_t> cgroupIds(const std::vector<std::string>& paths) const;
+  SensorCounters counters() const;  // monotonic across sensor restarts
 
   HttpResponse metrics();
   HttpResponse healthz() const;
@@ -115,22 +123,35 @@ class Agent {
   AgentSelf self_;
   std::set<pid_t> cuda_checked_;  // pids whose maps were searched for libcuda
   std::string last_sample_error_;
+  std::vector<std::string> last_missing_;       // watched cgroups missing at the last sample
+  std::vector<std::uint64_t> tracked_ids_;      // what the BPF cgroup filter holds
+  SensorCounters counter_base_;                 // what sensors stopped by a reload had counted
+  Clock::time_point last_sample_start_{};
   std::int64_t started_mono_ns_ = 0;
 
   // Read by the HTTP thread.
   mutable std::mutex mu_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<SensorStatus> sensor_status_;
-  std::deque<nlohmann::json> ooms_;
+  std::deque<std::string> ooms_;  // each event dumped, so its size is what it costs
   std::uint64_t ooms_total_ = 0;
   std::int64_t last_sample_mono_ns_ = 0;  // 0: none yet
   std::int64_t interval_ns_ = 0;
   std::uint64_t samples_total_ = 0;
+  std::uint64_t sample_failures_total_ = 0;
+  std::string last_error_;
   double last_scrape_s_ = 0;
 };
 
 void Agent::startSensors() {
   SensorsConfig sc = cfg_.sensors;
+  // Watching some cgroups: the per-process programs count only those (filtered in the kernel).
+  if (!cfg_.cgroups.empty()) {
+    tracked_ids_ = cgroupIds(cfg_.cgroups);
+    sc.tracked_cgroups = tracked_ids_;
+  } else {
+    tracked_ids_.clear();
+  }
   // The sensors read the live kernel: a fixture root has none.
   if (!fs_.isLive()) {
     sc.bpf = false;
@@ -155,8 +176,10 @@ void Agent::updateSelf() {
 
 void Agent::sample() {
   auto t0 = Clock::now();
+  last_sample_start_ = t0;
   CollectOptions co;
   co.cgroups = cfg_.cgroups;
+  co.missing_cgroups_ok = true;
   co.read_smaps = cfg_.smaps;
   co.max_processes = cfg_.max_processes;
   auto raw = collector_.collect(co);
@@ -167,7 +190,15 @@ void Agent::sample() {
       last_sample_error_ = raw.error().describe();
       spdlog::error("sampling failed: {}", last_sample_error_);
     }
+    std::lock_guard lock(mu_);
+    sample_failures_total_ = self_.sample_failures_total;
+    last_error_ = last_sample_error_;
     return;
+  }
+  if (raw->stats.cgroups_missing != last_missing_) {
+    for (const std::string& c : raw->stats.cgroups_missing)
+      spdlog::warn("watched cgroup {} does not exist (yet, or any more): sampling the rest, and it when it appears", c);
+    last_missing_ = raw->stats.cgroups_missing;
   }
   if (!last_sample_error_.empty()) {
     spdlog::info("sampling works again");
@@ -182,6 +213,16 @@ void Agent::sample() {
   }
   cuda_checked_ = std::move(live);
   if (!fresh.empty()) sensors_->discoverCuda(fresh);
+  if (!cfg_.cgroups.empty()) {
+    // Descendants that hold processes appear and go: the filter follows them.
+    std::vector<std::string> paths = cfg_.cgroups;
+    for (const CgroupMemory& c : raw->cgroups) paths.push_back(c.path);
+    auto ids = cgroupIds(paths);
+    if (ids != tracked_ids_) {
+      if (auto st = sensors_->trackCgroups(ids); st) tracked_ids_ = std::move(ids);
+      else spdlog::warn("updating the BPF cgroup filter: {}", st.error().describe());
+    }
+  }
   fillFromSensors(fs_, *raw, *sensors_);
   auto snap = buildSnapshot(std::move(*raw), roles_);
 
@@ -189,7 +230,7 @@ void Agent::sample() {
   self_.last_sample_duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
   self_.last_sample_timestamp_s = unixNow();
   updateSelf();
-  exporter_.update(*snap, sensors_->counters(), self_);
+  exporter_.update(*snap, counters(), self_);
 
   std::lock_guard lock(mu_);
   snapshot_ = std::move(snap);
@@ -197,6 +238,29 @@ void Agent::sample() {
   last_sample_mono_ns_ = monoNs();
   interval_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.interval).count();
   samples_total_ = self_.samples_total;
+  last_error_.clear();
+}
+
+std::vector<std::uint64_t> Agent::cgroupIds(const std::vector<std::string>& paths) const {
+  std::set<std::uint64_t> ids;
+  for (const std::string& p : paths) {
+    auto dir = collector_.hierarchy().open(normaliseCgroupPath(p));
+    struct stat st {};
+    if (dir && ::fstat(dir->fd(), &st) == 0) ids.insert(st.st_ino);
+  }
+  return {ids.begin(), ids.end()};
+}
+
+SensorCounters Agent::counters() const {
+  SensorCounters c = sensors_->counters();
+  c.oom_ring_drops += counter_base_.oom_ring_drops;
+  c.exit_ring_drops += counter_base_.exit_ring_drops;
+  c.map_full_drops += counter_base_.map_full_drops;
+  c.kmsg_lost += counter_base_.kmsg_lost;
+  c.kmsg_reports_abandoned += counter_base_.kmsg_reports_abandoned;
+  c.events += counter_base_.events;
+  if (!c.last_oom_mark_latency_ns) c.last_oom_mark_latency_ns = counter_base_.last_oom_mark_latency_ns;
+  return c;
 }
 
 std::pair<std::string, Role> Agent::resolveVictim(const OomVictim& v) const {
@@ -225,8 +289,19 @@ std::size_t Agent::consumeEvents() {
       exporter_.recordOomKill(cgroup.empty() ? "unknown" : cgroup, role, v.comm, when);
     }
     spdlog::warn("{}", describeOom(e));
+    // A global OOM on a big host dumps every task: keep the largest, say how many there were.
+    constexpr std::size_t kTasksKept = 256;
+    nlohmann::json j = toJson(e);
+    j["tasks_total"] = e.tasks.size();
+    if (e.tasks.size() > kTasksKept) {
+      auto& tasks = j["tasks"];
+      std::sort(tasks.begin(), tasks.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+        return a["rss_bytes"].get<std::uint64_t>() > b["rss_bytes"].get<std::uint64_t>();
+      });
+      tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(kTasksKept), tasks.end());
+    }
     std::lock_guard lock(mu_);
-    ooms_.push_back(toJson(e));
+    ooms_.push_back(dumpJson(j));
     ++ooms_total_;
     while (ooms_.size() > cfg_.recent_ooms) ooms_.pop_front();
   }
@@ -257,6 +332,8 @@ void Agent::reload() {
   exporter_.setLimits(limitsOf(cfg_));
   if (sensors_changed) {
     spdlog::info("sensor settings changed: restarting the sensors");
+    (void)consumeEvents();  // nothing waiting in the rings is lost
+    counter_base_ = counters();
     sensors_.reset();  // detach before attaching again
     startSensors();
   }
@@ -307,6 +384,8 @@ HttpResponse Agent::healthz() const {
   j["interval_seconds"] = static_cast<double>(interval_ns_) / 1e9;
   j["uptime_seconds"] = static_cast<double>(now - started_mono_ns_) / 1e9;
   j["samples_total"] = samples_total_;
+  j["sample_failures_total"] = sample_failures_total_;
+  j["last_error"] = last_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last_error_);
   j["version"] = std::string(kVersion);
   j["sensors"] = nlohmann::json::array();
   for (const SensorStatus& s : sensor_status_)
@@ -332,14 +411,17 @@ HttpResponse Agent::oomsJson(const HttpQuery& q) const {
     limit = *n;
   }
   std::lock_guard lock(mu_);
-  nlohmann::json events = nlohmann::json::array();
   std::size_t skip = ooms_.size() > limit ? ooms_.size() - limit : 0;
-  for (std::size_t i = skip; i < ooms_.size(); ++i) events.push_back(ooms_[i]);
-  return jsonResponse(200, {{"total", ooms_total_}, {"kept", ooms_.size()}, {"events", std::move(events)}});
+  std::string body = fmt::format(R"({{"total":{},"kept":{},"events":[)", ooms_total_, ooms_.size());
+  for (std::size_t i = skip; i < ooms_.size(); ++i) {
+    if (i > skip) body += ',';
+    body += ooms_[i];
+  }
+  body += "]}\n";
+  return HttpResponse{200, "application/json", std::move(body)};
 }
 
 int Agent::run(std::ostream& err) {
-  installSignalHandlers();
   startSensors();
   std::map<std::string, HttpHandler> routes;
   routes["/metrics"] = [this](const HttpQuery&) { return metrics(); };
@@ -374,7 +456,8 @@ int Agent::run(std::ostream& err) {
       sample();
       // A sample that took longer than the interval is not made up for: the next is one
       // interval from now, so a slow machine is sampled less often, never in a burst.
-      next_sample = std::max(next_sample + cfg_.interval, Clock::now());
+      next_sample += cfg_.interval;
+      if (next_sample <= Clock::now()) next_sample = Clock::now() + cfg_.interval;
     }
     if (watchdog && now >= next_watchdog) {
       notify("WATCHDOG=1");
@@ -383,8 +466,10 @@ int Agent::run(std::ostream& err) {
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
     wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
     sensors_->poll(static_cast<int>(wait.count()));
-    // An OOM kill shows on the next scrape, not an interval later.
-    if (consumeEvents() > 0) next_sample = Clock::now();
+    // An OOM kill shows on the next scrape, not an interval later; a storm of them does not
+    // make the agent sample without pause (at most one extra sample a second).
+    if (consumeEvents() > 0)
+      next_sample = std::min(next_sample, last_sample_start_ + std::min<Clock::duration>(cfg_.interval, std::chrono::seconds(1)));
   }
   spdlog::info("stopping: detaching the sensors");
   notify("STOPPING=1");
@@ -411,6 +496,7 @@ Result<AgentConfig> agentConfig(const AgentOptions& opts) {
 }
 
 int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
+  if (!opts.check_config) installSignalHandlers();  // before anything slow: an early SIGHUP must not kill it
   auto cfg = agentConfig(opts);
   if (!cfg) {
     err << "headroom agent: " << cfg.error().describe() << "\n";
@@ -441,14 +527,6 @@ int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
   if (!collector) {
     err << "headroom agent: " << collector.error().describe() << "\n";
     return kExitFailure;
-  }
-  // A watched cgroup that does not exist is a config error, said now rather than every tick.
-  for (const std::string& c : cfg->cgroups) {
-    if (auto d = collector->hierarchy().open(normaliseCgroupPath(c)); !d) {
-      err << "headroom agent: cgroups: \"" << c << "\" is not a cgroup of the v" << collector->hierarchy().version()
-          << " memory hierarchy: " << d.error().describe() << "\n";
-      return kExitBadInput;
-    }
   }
   Agent agent(opts, std::move(*cfg), *fs, *self_fs, std::move(*collector));
   return agent.run(err);

@@ -16,13 +16,22 @@ namespace {
 std::atomic<bool> g_stop{false};
 void onStopSignal(int) { g_stop = true; }
 
+// A comm is whatever the process named itself: no control character reaches a log line.
+std::string printable(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string describeOom(const OomEvent& e) {
   std::string victims;
   for (const OomVictim& v : e.victims) {
     if (!victims.empty()) victims += "; ";
-    victims += fmt::format("pid {} ({}) in {}", v.tgid != 0 ? v.tgid : v.pid, v.comm, v.cgroup.empty() ? "?" : v.cgroup);
+    victims += fmt::format("pid {} ({}) in {}", v.tgid != 0 ? v.tgid : v.pid, printable(v.comm), v.cgroup.empty() ? "?" : v.cgroup);
     if (v.anon_rss) {
       victims += fmt::format(" anon {} file {} shmem {} pgtables {}", formatBytes(*v.anon_rss),
                              formatBytes(v.file_rss.value_or(0)), formatBytes(v.shmem_rss.value_or(0)),
@@ -36,7 +45,7 @@ std::string describeOom(const OomEvent& e) {
                           formatBytes(e.domain_usage_bytes.value_or(0)));
   std::string sources = e.from_bpf && e.from_kmsg ? "bpf+kmsg" : e.from_bpf ? "bpf" : "kmsg";
   return fmt::format("OOM kill: {} | OOM domain {} | trigger pid {} ({}) | {} [{}]", victims, domain, e.trigger_pid,
-                     e.trigger_comm, e.constraint.empty() ? "constraint unknown" : e.constraint, sources);
+                     printable(e.trigger_comm), e.constraint.empty() ? "constraint unknown" : e.constraint, sources);
 }
 
 void fillFromSensors(const FsRoot& fs, RawSample& raw, const Sensors& sensors) {

@@ -40,6 +40,7 @@ constexpr const char* kSeries = "headroom_series";
 constexpr const char* kSeriesDropped = "headroom_series_dropped";
 constexpr const char* kProcessesTracked = "headroom_processes_tracked";
 constexpr const char* kProcessesSkipped = "headroom_processes_skipped";
+constexpr const char* kCgroupsMissing = "headroom_watched_cgroups_missing";
 // Sensors.
 constexpr const char* kSensorState = "headroom_sensor_state";
 constexpr const char* kRingDrops = "headroom_ring_buffer_drops_total";
@@ -110,6 +111,7 @@ std::vector<MetricInfo> buildCatalog() {
       {kSeriesDropped, kG, {}, "Series the caps (max_cgroups, max_series) left out of the last update."},
       {kProcessesTracked, kG, {}, "Processes read in the last sample."},
       {kProcessesSkipped, kG, {}, "Processes seen but not read in the last sample (over the process cap)."},
+      {kCgroupsMissing, kG, {}, "Watched cgroups (config key cgroups) that did not exist at the last sample."},
       // sensors
       {kSensorState, kG, {"sensor", "state"}, "1 for the sensor's current state (active, degraded, off), 0 for the others."},
       {kRingDrops, kC, {"ring"}, "Records the BPF ring buffers had no room for, by ring (oom, exit)."},
@@ -484,6 +486,7 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kUpdateFailures, {}, num(update_failures));
   sink.add(kProcessesTracked, {}, num(snap.stats.processes_read));
   sink.add(kProcessesSkipped, {}, num(snap.stats.processes_skipped));
+  sink.add(kCgroupsMissing, {}, num(snap.stats.cgroups_missing.size()));
 }
 
 void emitSensors(SeriesSink& sink, const Snapshot& snap, const SensorCounters& counters) {

@@ -17,6 +17,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
   srv.set_write_timeout(5, 0);
   srv.set_keep_alive_max_count(100);
   srv.set_payload_max_length(64 * 1024);
+  // A few workers whatever the core count (httplib's default grows with it): scrapes are
+  // short, and a GPU host's 192 cores must not mean 192 idle threads in the agent.
+  srv.new_task_queue = [] { return new httplib::ThreadPool(4); };
   for (const auto& [path, handler] : routes) {
     srv.Get(path, [h = handler](const httplib::Request& req, httplib::Response& res) {
       HttpQuery q;
@@ -57,9 +60,13 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
     return makeError(errno == 0 ? EADDRNOTAVAIL : errno,
                      fmt::format("cannot listen on {} (address in use, or not an address of this machine)", addr.text()));
   }
-  s->host_ = addr.host;
-  s->port_ = static_cast<std::uint16_t>(port);
+  ListenAddress bound = addr;
+  bound.port = static_cast<std::uint16_t>(port);
+  s->address_ = bound.text();
+  s->port_ = bound.port;
   s->thread_ = std::thread([&srv] { srv.listen_after_bind(); });
+  // stop() before the loop runs would be lost (and the join would wait forever).
+  for (int i = 0; i < 5000 && !srv.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return s;
 }
 
@@ -68,6 +75,6 @@ HttpServer::~HttpServer() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::string HttpServer::address() const { return fmt::format("{}:{}", host_, port_); }
+std::string HttpServer::address() const { return address_; }
 
 }  // namespace headroom

@@ -77,6 +77,10 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   for (const std::string& c : opts.cgroups) {
     std::string scope = normaliseCgroupPath(c);
     auto dir = hierarchy_.open(scope);
+    if (!dir && opts.missing_cgroups_ok) {
+      stats.cgroups_missing.push_back(scope);
+      continue;
+    }
     if (!dir) {
       return makeError(dir.error().code, fmt::format("cgroup {} not found in the v{} memory hierarchy at {}: {}", scope,
                                                      version, fs_->display(hierarchy_.mount().mount_point),
@@ -102,6 +106,8 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
 
   auto pids = listPids(*fs_);
   if (!pids) return pids.error();
+  // Every watched cgroup missing: nothing is in scope (not everything).
+  if (scopes.empty() && !opts.cgroups.empty()) return raw;
   std::set<std::string> watched(scopes.begin(), scopes.end());
   auto inScope = [&](const ProcCgroups& cg) {
     if (scopes.empty()) return true;

@@ -22,6 +22,9 @@ struct CollectOptions {
   // Watch these cgroups (and their descendants that hold processes); empty: every memory
   // cgroup that holds a process.
   std::vector<std::string> cgroups;
+  // A watched cgroup that does not exist (yet, or any more: systemd removes a stopped unit's)
+  // is counted in stats.cgroups_missing instead of failing the whole collection.
+  bool missing_cgroups_ok = false;
   // Watch the memory cgroup of this process.
   std::optional<pid_t> pid;
   bool read_smaps = true;
@@ -37,6 +40,7 @@ struct CollectStats {
   std::size_t processes_skipped = 0;    // over max_processes
   std::size_t processes_without_pss = 0;  // smaps_rollup not readable (permissions)
   std::size_t kernel_threads = 0;
+  std::vector<std::string> cgroups_missing;  // watched cgroups absent (missing_cgroups_ok)
   std::vector<std::string> warnings;
 };
 

@@ -43,7 +43,7 @@ class HttpServer {
  private:
   HttpServer() = default;
   std::unique_ptr<httplib::Server> server_;
-  std::string host_;
+  std::string address_;
   std::uint16_t port_ = 0;
   std::thread thread_;
 };

@@ -6,7 +6,6 @@
 #include <fstream>
 
 #include "testing/child_process.h"
-#include "testing/fixture_tree.h"
 
 namespace headroom {
 namespace {
@@ -78,12 +77,12 @@ TEST(AgentCli, EachBadKeyOrValueIsOneClearLineAndExitCode2) {
   EXPECT_NE(missing.err.find("/nonexistent/agent.toml"), std::string::npos) << missing.err;
 }
 
-TEST(AgentCli, AWatchedCgroupThatDoesNotExistIsRefusedAtStart) {
-  testing::FixtureTree t;
-  testing::provingHostV1(t);
-  auto r = runCommand({HEADROOM_BINARY, "--root", t.root(), "agent", "--listen", "127.0.0.1:0", "--cgroup", "/nope"});
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("/nope"), std::string::npos) << r.err;
+TEST(AgentCli, ABoolFlagAloneMeansTrue) {
+  auto r = runCommand({HEADROOM_BINARY, "agent", "--sensors.bpf", "--check-config"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto off = runCommand({HEADROOM_BINARY, "agent", "--sensors.bpf", "maybe", "--check-config"});
+  EXPECT_EQ(off.exit_code, 2);
+  EXPECT_NE(off.err.find("maybe"), std::string::npos) << off.err;
 }
 
 }  // namespace
