@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -14,6 +18,7 @@
 #include <atomic>
 #include <csignal>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <ostream>
@@ -25,6 +30,7 @@
 #include "headroom/parse.h"
 #include "headroom/sensors.h"
 #include "headroom/snapshot_json.h"
+#include "headroom/units.h"
 #include "headroom/version.h"
 
 namespace headroom::cli {
@@ -74,6 +80,67 @@ HttpResponse jsonResponse(int status, const nlohmann::json& j) {
   return HttpResponse{status, "application/json", dumpJson(j) + "\n"};
 }
 
+struct Captured {
+  int status = -1;  // wait status; -1 when it could not start or ran out of time
+  std::string out, err;
+};
+
+// Runs argv to completion (posix_spawn: safe from a threaded process), capturing its output.
+Captured runCaptured(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  Captured c;
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return c;
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return c;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));  // NOLINT: posix_spawn's type
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    c.err = std::strerror(rc);
+    return c;
+  }
+  auto end = Clock::now() + timeout;
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0 && Clock::now() < end) {
+    if (::poll(fds, 2, 200) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        (i == 0 ? c.out : c.err).append(buf, static_cast<std::size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  if (open_fds > 0) ::kill(pid, SIGKILL);  // out of time
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  c.status = open_fds > 0 ? -1 : st;
+  return c;
+}
+
 class Agent {
  public:
   // `fs` and `self_fs` outlive the agent (the collector holds the first).
@@ -110,6 +177,8 @@ class Agent {
   HttpResponse healthz() const;
   HttpResponse snapshotJson() const;
   HttpResponse oomsJson(const HttpQuery& q) const;
+  HttpResponse probe(const HttpQuery& q);
+  void publishProbeSettings();  // what the HTTP thread may read of the config
 
   const AgentOptions& opts_;
   AgentConfig cfg_;
@@ -141,7 +210,100 @@ class Agent {
   std::uint64_t sample_failures_total_ = 0;
   std::string last_error_;
   double last_scrape_s_ = 0;
+  bool probe_enabled_ = false;
+  Clock::duration probe_min_interval_{};
+  std::string probe_cgroup_;
+  std::optional<Clock::time_point> last_probe_;
+  std::mutex probe_running_;           // one probe at a time
+  std::atomic<bool> sample_soon_{false};  // a probe finished: show its figures now
 };
+
+void Agent::publishProbeSettings() {
+  std::lock_guard lock(mu_);
+  probe_enabled_ = cfg_.probe_enabled;
+  probe_min_interval_ = cfg_.probe_min_interval;
+  probe_cgroup_ = cfg_.probe_cgroup;
+}
+
+HttpResponse Agent::probe(const HttpQuery& q) {
+  std::string cgroup;
+  Clock::duration min_interval{};
+  {
+    std::lock_guard lock(mu_);
+    if (!probe_enabled_) {
+      exporter_.countProbe("refused");
+      return jsonResponse(403, {{"error", "the probe is off: set probe.enabled = true (--probe.enabled)"}});
+    }
+    cgroup = probe_cgroup_;
+    min_interval = probe_min_interval_;
+  }
+  if (auto it = q.find("cgroup"); it != q.end()) cgroup = it->second;
+  if (cgroup.empty()) {
+    exporter_.countProbe("refused");
+    return jsonResponse(400, {{"error", "which cgroup? ?cgroup=PATH, or config key probe.cgroup"}});
+  }
+  std::unique_lock running(probe_running_, std::try_to_lock);
+  if (!running.owns_lock()) {
+    exporter_.countProbe("refused");
+    return jsonResponse(409, {{"error", "a probe is running"}});
+  }
+  {
+    std::lock_guard lock(mu_);
+    auto now = Clock::now();
+    if (last_probe_ && now - *last_probe_ < min_interval) {
+      exporter_.countProbe("refused");
+      double wait = std::chrono::duration<double>(*last_probe_ + min_interval - now).count();
+      return jsonResponse(429, {{"error", "probed too recently (config key probe.min_interval)"},
+                                {"retry_after_seconds", wait}});
+    }
+    last_probe_ = now;
+  }
+  // The probe forks a child that allocates: run it as its own process, never from this
+  // threaded one.
+  auto exe = self_fs_.readLink("/proc/self/exe");
+  if (!exe) {
+    exporter_.countProbe("failed");
+    return jsonResponse(500, {{"error", exe.error().describe()}});
+  }
+  std::vector<std::string> argv = {*exe, "--root", opts_.root, "probe", "--json", "--cgroup", cgroup};
+  for (const char* opt : {"stop_margin", "chunk", "max", "touch"}) {
+    if (auto it = q.find(opt); it != q.end()) {
+      std::string flag = std::string("--") + opt;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      argv.insert(argv.end(), {flag, it->second});
+    }
+  }
+  spdlog::info("probe of {} requested", cgroup);
+  Captured c = runCaptured(argv, std::chrono::minutes(15));
+  int code = c.status >= 0 && WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
+  if (code == kExitBadInput) {
+    exporter_.countProbe("refused");
+    std::string msg = c.err;
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    return jsonResponse(400, {{"error", msg}});
+  }
+  auto j = nlohmann::json::parse(c.out, nullptr, false);
+  if ((code != kExitOk && code != kExitAborted) || j.is_discarded()) {
+    exporter_.countProbe("failed");
+    spdlog::error("probe of {} failed (exit {}): {}", cgroup, code, c.err);
+    return jsonResponse(500, {{"error", fmt::format("the probe failed (exit {}): {}", code, c.err)}});
+  }
+  Exporter::ProbeFigures f;
+  f.allocatable_bytes = j.value("allocatable_bytes", 0.0);
+  f.allocated_bytes = j.value("allocated_bytes", 0.0);
+  f.others_growth_bytes = j.value("others_growth_bytes", 0.0);
+  f.kernel_overhead_bytes = j.value("kernel_overhead_bytes", 0.0);
+  f.bytes_per_second = j.value("bytes_per_second", 0.0);
+  f.duration_seconds = j.value("duration_seconds", 0.0);
+  f.timestamp_s = j.value("started_at", unixNow());
+  f.aborted = j.value("aborted", false);
+  exporter_.recordProbe(j.value("cgroup", cgroup), f);
+  exporter_.countProbe(f.aborted ? "aborted" : "done");
+  spdlog::info("probe of {}: {} allocatable{}", cgroup, formatBytes(static_cast<std::uint64_t>(f.allocatable_bytes)),
+               f.aborted ? " (aborted: pressure rose)" : "");
+  sample_soon_ = true;
+  return jsonResponse(200, j);
+}
 
 void Agent::startSensors() {
   SensorsConfig sc = cfg_.sensors;
@@ -330,6 +492,7 @@ void Agent::reload() {
   setupLogging(cfg_.log_format, opts_.log_level_given ? opts_.log_level : cfg_.log_level);
   roles_ = RoleMatcher(cfg_.role_rules);
   exporter_.setLimits(limitsOf(cfg_));
+  publishProbeSettings();
   if (sensors_changed) {
     spdlog::info("sensor settings changed: restarting the sensors");
     (void)consumeEvents();  // nothing waiting in the rings is lost
@@ -428,7 +591,13 @@ int Agent::run(std::ostream& err) {
   routes["/healthz"] = [this](const HttpQuery&) { return healthz(); };
   routes["/v1/snapshot"] = [this](const HttpQuery&) { return snapshotJson(); };
   routes["/v1/ooms"] = [this](const HttpQuery& q) { return oomsJson(q); };
-  auto server = HttpServer::start(cfg_.listen, routes);
+  routes["/v1/probe"] = [](const HttpQuery&) {
+    return jsonResponse(405, {{"error", "POST /v1/probe runs a probe (when probe.enabled)"}});
+  };
+  std::map<std::string, HttpHandler> post_routes;
+  post_routes["/v1/probe"] = [this](const HttpQuery& q) { return probe(q); };
+  publishProbeSettings();
+  auto server = HttpServer::start(cfg_.listen, routes, post_routes);
   if (!server) {
     err << "headroom agent: --listen: " << server.error().describe() << "\n";
     return kExitFailure;
@@ -451,6 +620,7 @@ int Agent::run(std::ostream& err) {
       reload();
       next_sample = Clock::now();  // show the new settings at once
     }
+    if (sample_soon_.exchange(false)) next_sample = Clock::now();
     auto now = Clock::now();
     if (now >= next_sample) {
       sample();

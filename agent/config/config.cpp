@@ -483,6 +483,26 @@ std::vector<KeySpec> makeSpecs() {
                        [](AgentConfig& c, std::uint64_t n) { c.max_series = n; }));
   k.push_back(countKey("metrics.recent_ooms", "OOM events kept for /v1/ooms", 1,
                        [](AgentConfig& c, std::uint64_t n) { c.recent_ooms = n; }));
+
+  k.push_back(boolKey("probe.enabled", "serve POST /v1/probe (it allocates memory up to near a limit)",
+                      [](AgentConfig& c, bool b) { c.probe_enabled = b; }));
+  k.push_back(scalar("probe.min_interval", "duration", "least time between two probes (1s..24h)",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto d = durationOf(v.front());
+                       if (!d) return d.error();
+                       if (*d < std::chrono::seconds(1) || *d > std::chrono::hours(24))
+                         return v.front().fail("must be between 1s and 24h");
+                       c.probe_min_interval = *d;
+                       return ok();
+                     }));
+  k.push_back(scalar("probe.cgroup", "string", "cgroup POST /v1/probe probes when the request names none",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto s = stringOf(v.front(), R"(must be a cgroup path (e.g. "/system.slice/prover.service"))");
+                       if (!s) return s.error();
+                       if (s->empty()) return v.front().fail(R"(must be a cgroup path (e.g. "/system.slice/prover.service"))");
+                       c.probe_cgroup = normaliseCgroupPath(*s);
+                       return ok();
+                     }));
   return k;
 }
 

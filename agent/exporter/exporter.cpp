@@ -41,6 +41,15 @@ constexpr const char* kSeriesDropped = "headroom_series_dropped";
 constexpr const char* kProcessesTracked = "headroom_processes_tracked";
 constexpr const char* kProcessesSkipped = "headroom_processes_skipped";
 constexpr const char* kCgroupsMissing = "headroom_watched_cgroups_missing";
+// Probe (POST /v1/probe).
+constexpr const char* kProbeAllocatable = "headroom_probe_allocatable_bytes";
+constexpr const char* kProbeAllocated = "headroom_probe_allocated_bytes";
+constexpr const char* kProbeOverhead = "headroom_probe_overhead_bytes";
+constexpr const char* kProbeThroughput = "headroom_probe_touch_bytes_per_second";
+constexpr const char* kProbeDuration = "headroom_probe_duration_seconds";
+constexpr const char* kProbeTimestamp = "headroom_probe_last_timestamp_seconds";
+constexpr const char* kProbeAborted = "headroom_probe_aborted";
+constexpr const char* kProbes = "headroom_probes_total";
 // Sensors.
 constexpr const char* kSensorState = "headroom_sensor_state";
 constexpr const char* kRingDrops = "headroom_ring_buffer_drops_total";
@@ -112,6 +121,16 @@ std::vector<MetricInfo> buildCatalog() {
       {kProcessesTracked, kG, {}, "Processes read in the last sample."},
       {kProcessesSkipped, kG, {}, "Processes seen but not read in the last sample (over the process cap)."},
       {kCgroupsMissing, kG, {}, "Watched cgroups (config key cgroups) that did not exist at the last sample."},
+      // probe
+      {kProbeAllocatable, kG, {"cgroup"}, "What the latest probe found allocatable in the cgroup, in bytes."},
+      {kProbeAllocated, kG, {"cgroup"}, "What the latest probe allocated and touched, in bytes."},
+      {kProbeOverhead, kG, {"cgroup", "kind"},
+       "The latest probe's charge beyond what it allocated, in bytes, by kind (others: other processes' growth; kernel)."},
+      {kProbeThroughput, kG, {"cgroup"}, "The latest probe's touching speed, in bytes per second."},
+      {kProbeDuration, kG, {"cgroup"}, "How long the latest probe took, release and reclaim included, in seconds."},
+      {kProbeTimestamp, kG, {"cgroup"}, "When the latest probe of the cgroup ran, in seconds since the Unix epoch."},
+      {kProbeAborted, kG, {"cgroup"}, "1 when the latest probe stopped early because memory pressure rose."},
+      {kProbes, kC, {"outcome"}, "Probe requests by outcome (done, aborted, failed, refused)."},
       // sensors
       {kSensorState, kG, {"sensor", "state"}, "1 for the sensor's current state (active, degraded, off), 0 for the others."},
       {kRingDrops, kC, {"ring"}, "Records the BPF ring buffers had no room for, by ring (oom, exit)."},
@@ -533,7 +552,27 @@ struct Exporter::State {
   std::uint64_t update_failures = 0;
   // {cgroup, role, process} -> kills; for the agent's lifetime.
   std::map<std::tuple<std::string, std::string, std::string>, OomCount> oom_kills;
+  std::map<std::string, ProbeFigures> probes;  // by cgroup, the latest of each
+  std::map<std::string, double> probe_outcomes;
 };
+
+void Exporter::recordProbe(const std::string& cgroup, const ProbeFigures& figures) {
+  constexpr std::size_t kProbedCgroups = 16;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& probes = state_->probes;
+  probes[cgroup] = figures;
+  while (probes.size() > kProbedCgroups) {
+    auto oldest = std::min_element(probes.begin(), probes.end(), [](const auto& a, const auto& b) {
+      return a.second.timestamp_s < b.second.timestamp_s;
+    });
+    probes.erase(oldest);
+  }
+}
+
+void Exporter::countProbe(const std::string& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->probe_outcomes[outcome] += 1;
+}
 
 Exporter::Exporter(ExporterLimits limits) : limits_(limits), state_(std::make_unique<State>()) {}
 Exporter::~Exporter() = default;
@@ -562,11 +601,15 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
   ExporterLimits limits;
   std::uint64_t update_failures = 0;
   decltype(State::oom_kills) oom_kills;
+  decltype(State::probes) probes;
+  decltype(State::probe_outcomes) probe_outcomes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     limits = limits_;
     update_failures = state_->update_failures;
     oom_kills = state_->oom_kills;
+    probes = state_->probes;
+    probe_outcomes = state_->probe_outcomes;
   }
   // prometheus-cpp reports misuse with exceptions; none may leave the sampling path.
   try {
@@ -583,6 +626,17 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
       const auto& [cgroup, role, process] = key;
       sink.add(kOomKills, {cgroup, role, process}, c.kills);
       sink.add(kOomKillLast, {cgroup, role, process}, c.last_timestamp_s);
+    }
+    for (const auto& [outcome, n] : probe_outcomes) sink.add(kProbes, {outcome}, n);
+    for (const auto& [cgroup, p] : probes) {
+      sink.add(kProbeAllocatable, {cgroup}, p.allocatable_bytes);
+      sink.add(kProbeAllocated, {cgroup}, p.allocated_bytes);
+      sink.add(kProbeOverhead, {cgroup, "others"}, p.others_growth_bytes);
+      sink.add(kProbeOverhead, {cgroup, "kernel"}, p.kernel_overhead_bytes);
+      sink.add(kProbeThroughput, {cgroup}, p.bytes_per_second);
+      sink.add(kProbeDuration, {cgroup}, p.duration_seconds);
+      sink.add(kProbeTimestamp, {cgroup}, p.timestamp_s);
+      sink.add(kProbeAborted, {cgroup}, p.aborted ? 1 : 0);
     }
 
     std::vector<const CgroupSnapshot*> cgroups;

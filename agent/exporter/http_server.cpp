@@ -8,7 +8,8 @@
 namespace headroom {
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
-                                                      const std::map<std::string, HttpHandler>& routes) {
+                                                      const std::map<std::string, HttpHandler>& routes,
+                                                      const std::map<std::string, HttpHandler>& post_routes) {
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->server_ = std::make_unique<httplib::Server>();
   httplib::Server& srv = *s->server_;
@@ -20,15 +21,17 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
   // A few workers whatever the core count (httplib's default grows with it): scrapes are
   // short, and a GPU host's 192 cores must not mean 192 idle threads in the agent.
   srv.new_task_queue = [] { return new httplib::ThreadPool(4); };
-  for (const auto& [path, handler] : routes) {
-    srv.Get(path, [h = handler](const httplib::Request& req, httplib::Response& res) {
+  auto wrap = [](const HttpHandler& h) {
+    return [h](const httplib::Request& req, httplib::Response& res) {
       HttpQuery q;
       for (const auto& [k, v] : req.params) q[k] = v;
       HttpResponse r = h(q);
       res.status = r.status;
       res.set_content(r.body, r.content_type);
-    });
-  }
+    };
+  };
+  for (const auto& [path, handler] : routes) srv.Get(path, wrap(handler));
+  for (const auto& [path, handler] : post_routes) srv.Post(path, wrap(handler));
   auto notAllowed = [](const httplib::Request&, httplib::Response& res) {
     res.status = 405;
     res.set_header("Allow", "GET");

@@ -43,6 +43,10 @@ struct AgentConfig {
   std::size_t max_cgroups = 256;   // per-cgroup series: the largest cgroups by usage
   std::size_t max_series = 20000;  // hard cap on all series; beyond, dropped and counted
   std::size_t recent_ooms = 256;   // OOM events kept for /v1/ooms
+  // [probe]: POST /v1/probe runs `headroom probe` on demand (off by default: it allocates).
+  bool probe_enabled = false;
+  std::chrono::milliseconds probe_min_interval{600000};  // at most one probe this often
+  std::string probe_cgroup;  // default target; a request may name another (?cgroup=)
 };
 
 // One key of the configuration: its TOML name ("sensors.oom_ring_bytes"), the flag that

@@ -74,6 +74,17 @@ class Exporter {
   void recordOomKill(const std::string& cgroup, Role role, const std::string& process, double timestamp_s);
   void setLimits(ExporterLimits limits);  // config reload
 
+  // The latest probe of a cgroup (POST /v1/probe), shown until the agent stops; the 16 most
+  // recently probed cgroups are kept.
+  struct ProbeFigures {
+    double allocatable_bytes = 0, allocated_bytes = 0, others_growth_bytes = 0, kernel_overhead_bytes = 0;
+    double bytes_per_second = 0, duration_seconds = 0, timestamp_s = 0;
+    bool aborted = false;
+  };
+  void recordProbe(const std::string& cgroup, const ProbeFigures& figures);
+  // One probe request's outcome: done, aborted, failed, refused (rate limit, busy, bad input).
+  void countProbe(const std::string& outcome);
+
   // The text exposition format (version 0.0.4); `last_scrape_duration_s` is the previous
   // scrape's own duration, reported in this one. Thread-safe against update().
   std::string render(double last_scrape_duration_s) const;

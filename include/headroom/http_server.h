@@ -29,10 +29,11 @@ using HttpHandler = std::function<HttpResponse(const HttpQuery&)>;
 
 class HttpServer {
  public:
-  // Binds (an error names the address when it cannot) and starts serving GET `routes`;
-  // anything else is 404 (unknown path) or 405 (other methods).
+  // Binds (an error names the address when it cannot) and starts serving GET `routes` and
+  // POST `post_routes`; anything else is 404 (unknown path) or 405 (other methods).
   static Result<std::unique_ptr<HttpServer>> start(const ListenAddress& addr,
-                                                   const std::map<std::string, HttpHandler>& routes);
+                                                   const std::map<std::string, HttpHandler>& routes,
+                                                   const std::map<std::string, HttpHandler>& post_routes = {});
   ~HttpServer();  // stops serving and joins the thread
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

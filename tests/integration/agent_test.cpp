@@ -87,6 +87,15 @@ Http get(int port, const std::string& path, const httplib::Params& params = {}) 
   return {r->status, r->body};
 }
 
+Http post(int port, const std::string& path) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(120, 0);
+  auto r = c.Post(path);
+  if (!r) return {};
+  return {r->status, r->body};
+}
+
 // The value of one series in an exposition text: `name{...}` whose labels include `want`.
 std::optional<double> metric(const std::string& text, const std::string& name,
                              const std::map<std::string, std::string>& want = {}) {
@@ -513,6 +522,47 @@ TEST(Agent, TwoThousandShortLivedProcessesStayUnderTheSeriesCap) {
   // After the burst the series count falls back: nothing grows with what came and went.
   ASSERT_TRUE(capped.waitMetrics([&](const std::string& t) { return seriesCount(t) <= baseline + 20; }))
       << seriesCount(capped.metrics()) << " vs " << baseline;
+}
+
+TEST(Agent, ProbeOnDemandIsOffByDefaultRateLimitedAndExported) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("agent-probe");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(256 * kMiB));
+  auto w = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(64 * kMiB)}, sb->procsFile());
+  {
+    Agent off({"--interval", "500ms", "--cgroup", sb->path(), "--sensors.bpf", "false"});
+    auto r = post(off.port(), "/v1/probe?cgroup=" + sb->path());
+    EXPECT_EQ(r.status, 403) << r.body;
+    EXPECT_NE(r.body.find("probe.enabled"), std::string::npos) << r.body;
+  }
+  Agent agent({"--interval", "500ms", "--cgroup", sb->path(), "--sensors.bpf", "false", "--probe.enabled",
+               "--probe.min-interval", "1h", "--probe.cgroup", sb->path()});
+  ASSERT_TRUE(agent.waitHealthy());
+  auto before = sb->read();
+  ASSERT_TRUE(before);
+  auto r = post(agent.port(), "/v1/probe");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["cgroup"], sb->path());
+  double allocatable = j["allocatable_bytes"].get<double>();
+  EXPECT_NEAR(allocatable, 256.0 * kMiB - static_cast<double>(before->usage), 16.0 * kMiB) << r.body;
+  // Exported, and the next scrape already has it.
+  ASSERT_TRUE(agent.waitMetrics(
+      [&](const std::string& t) { return metric(t, "headroom_probe_allocatable_bytes", {{"cgroup", sb->path()}}); }));
+  std::string text = agent.metrics();
+  EXPECT_EQ(metric(text, "headroom_probe_allocatable_bytes", {{"cgroup", sb->path()}}), allocatable);
+  EXPECT_EQ(metric(text, "headroom_probes_total", {{"outcome", "done"}}), 1.0);
+  EXPECT_EQ(metric(text, "headroom_probe_aborted", {{"cgroup", sb->path()}}), 0.0);
+  // Rate-limited: a second request within probe.min_interval is refused, not run.
+  auto again = post(agent.port(), "/v1/probe");
+  EXPECT_EQ(again.status, 429) << again.body;
+  EXPECT_NE(again.body.find("retry_after_seconds"), std::string::npos);
+  // GET is not how a probe is asked for.
+  EXPECT_EQ(get(agent.port(), "/v1/probe").status, 405);
+  auto after = sb->read();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->oom_kills.value_or(0), before->oom_kills.value_or(0));
 }
 
 }  // namespace

@@ -81,6 +81,11 @@ top_processes = 5
 max_cgroups = 64
 max_series = 5000
 recent_ooms = 32
+
+[probe]
+enabled = true
+min_interval = "90s"
+cgroup = "/prover/"
 )";
 
 TEST(ConfigParse, FullFileSetsEveryKey) {
@@ -116,6 +121,9 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_EQ(c.max_cgroups, 64u);
   EXPECT_EQ(c.max_series, 5000u);
   EXPECT_EQ(c.recent_ooms, 32u);
+  EXPECT_TRUE(c.probe_enabled);
+  EXPECT_EQ(c.probe_min_interval, milliseconds(90000));
+  EXPECT_EQ(c.probe_cgroup, "/prover");
 }
 
 TEST(ConfigParse, EveryTableKeyIsInTheFullFile) {
@@ -375,7 +383,8 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
       "sensors.bpf", "sensors.kmsg", "sensors.faults", "sensors.mmap", "sensors.rss", "sensors.cuda",
       "sensors.cuda_libraries", "sensors.cuda_runtime_targets", "sensors.oom_ring_bytes", "sensors.exit_ring_bytes",
       "sensors.max_processes", "sensors.max_cuda_allocations", "sensors.max_tracked_cgroups",
-      "metrics.top_processes", "metrics.max_cgroups", "metrics.max_series", "metrics.recent_ooms"};
+      "metrics.top_processes", "metrics.max_cgroups", "metrics.max_series", "metrics.recent_ooms",
+      "probe.enabled", "probe.min_interval", "probe.cgroup"};
   std::set<std::string> got;
   for (const ConfigKey& k : configKeys()) {
     got.insert(k.name);
