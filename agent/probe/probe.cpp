@@ -333,6 +333,13 @@ class SubCgroup {
     return dir_.writeFile(version_ == 1 ? "memory.limit_in_bytes" : "memory.max", std::to_string(bytes));
   }
   Status addProcess(pid_t pid) const { return dir_.writeFile("cgroup.procs", std::to_string(pid)); }
+  // What is still charged to the probe's own cgroup.
+  std::optional<std::uint64_t> usage() const {
+    auto t = dir_.readFile(version_ == 1 ? "memory.usage_in_bytes" : "memory.current");
+    if (!t) return std::nullopt;
+    auto v = parseU64(trim(*t));
+    return v ? std::optional<std::uint64_t>(*v) : std::nullopt;
+  }
 
  private:
   SubCgroup(Dir parent, Dir dir, std::string name, std::string path, int version)
@@ -502,12 +509,24 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   }
   (void)child->finish();
   auto t_release = monoNs();
-  std::uint64_t near = res.usage_before_bytes + std::max<std::uint64_t>(8 * kMiB, res.usage_before_bytes / 100);
+  // Back near the start: the probe's own charge gone. With a sub-cgroup that is exact (its
+  // usage); without, the target's usage back to where it would be without the probe (a
+  // neighbour that grew meanwhile keeps what it took).
+  const std::uint64_t tolerance = std::max<std::uint64_t>(8 * kMiB, res.usage_before_bytes / 100);
+  const std::uint64_t without_probe =
+      std::max(res.usage_before_bytes, res.usage_peak_bytes > res.allocated_bytes ? res.usage_peak_bytes - res.allocated_bytes : 0);
   auto deadline = std::chrono::steady_clock::now() + opts.reclaim_timeout;
   for (;;) {
     auto cg = h.read(target);
     if (cg) res.usage_after_bytes = cg->usage;
-    if (cg && cg->usage <= near) {
+    bool back = false;
+    if (sub) {
+      auto left = sub->usage();
+      back = left && *left <= tolerance / 2;
+    } else {
+      back = cg && cg->usage <= without_probe + tolerance;
+    }
+    if (back) {
       res.reclaimed = true;
       break;
     }

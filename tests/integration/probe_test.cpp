@@ -78,6 +78,32 @@ TEST(Probe, ReportsWhatCanReallyBeAllocatedBesideAHolderWithoutAnyOomKill) {
   EXPECT_GT(j["bytes_per_second"].get<double>(), 0.0);
 }
 
+TEST(Probe, ABusyNeighboursGrowthIsNotCalledKernelOverhead) {
+  SKIP_WITHOUT_CGROUPS();
+  auto sb = CgroupSandbox::create("probe-busy");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(768 * kMiB));
+  // A "prover" that keeps allocating (1 MiB every 8 ms, up to 192 MiB) while the probe runs.
+  auto busy = ChildProcess::spawn(
+      {HEADROOM_WORKLOAD, "--anon", std::to_string(32 * kMiB), "--grow-after-ready", std::to_string(192 * kMiB), "8"},
+      sb->procsFile());
+  ASSERT_TRUE(busy);
+  ASSERT_TRUE(busy->readLine());
+  auto r = runCommand({HEADROOM_BINARY, "probe", "--cgroup", sb->path(), "--chunk", "16MiB", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  double others = j["others_growth_bytes"].get<double>();
+  double kernel = j["kernel_overhead_bytes"].get<double>();
+  double overhead = j["overhead_bytes"].get<double>();
+  EXPECT_GT(others, 8.0 * kMiB) << "the neighbour grew while the probe ran: " << r.out;
+  EXPECT_LT(std::abs(kernel), 8.0 * kMiB) << "its growth must not be counted as kernel overhead: " << r.out;
+  EXPECT_NEAR(others + kernel, overhead, 1.0);
+  auto after = sb->read();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->oom_kills.value_or(0), 0u) << "the probe never causes an OOM kill";
+  EXPECT_TRUE(busy->running());
+}
+
 TEST(Probe, AChunkLargerThanTheHeadroomNeverOvershoots) {
   SKIP_WITHOUT_CGROUPS();
   auto sb = CgroupSandbox::create("probe-chunk");

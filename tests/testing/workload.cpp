@@ -13,6 +13,8 @@
 //                        sleeps; its pid is printed as "sharer PID" before "ready"
 //   --spawn N MS K       N short-lived children, at most K alive at once, each named "hr-w<i>"
 //                        (distinct comms), holding 1 MiB for MS milliseconds; "spawned N" at the end
+//   --grow-after-ready N MS  after "ready", grow by N bytes, 1 MiB every MS milliseconds (a busy
+//                        neighbour that keeps allocating while something else measures)
 //   --exit-code N        the exit code (after ready and stdin's end, or right away with the above)
 #include <fcntl.h>
 #include <sched.h>
@@ -29,6 +31,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -105,6 +108,7 @@ void writeFile(const char* path, std::size_t n) {
 
 int main(int argc, char** argv) {
   bool exit_after_ready = false;
+  std::size_t grow_bytes = 0, grow_ms = 0;
   int exit_code = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -189,6 +193,10 @@ int main(int argc, char** argv) {
       }
       std::printf("spawned %zu\n", total);
       std::fflush(stdout);
+    } else if (a == "--grow-after-ready") {
+      need(2);
+      grow_bytes = size(argv[++i]);
+      grow_ms = size(argv[++i]);
     } else if (a == "--exit-code") {
       need(1);
       exit_code = static_cast<int>(size(argv[++i]));
@@ -202,6 +210,15 @@ int main(int argc, char** argv) {
   std::printf("ready %d\n", static_cast<int>(::getpid()));
   std::fflush(stdout);
   if (exit_after_ready) return exit_code;
+  if (grow_bytes > 0) {
+    std::thread([grow_bytes, grow_ms] {
+      auto* p = static_cast<char*>(mapAnon(grow_bytes, true));
+      for (std::size_t off = 0; off < grow_bytes; off += 1u << 20) {
+        touch(p + off, std::min<std::size_t>(1u << 20, grow_bytes - off), kPage);
+        ::usleep(static_cast<useconds_t>(grow_ms * 1000));
+      }
+    }).detach();
+  }
   char c;
   while (::read(STDIN_FILENO, &c, 1) > 0) {
   }
