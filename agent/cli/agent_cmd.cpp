@@ -433,8 +433,9 @@ std::pair<std::string, Role> Agent::resolveVictim(const OomVictim& v) const {
     snap = snapshot_;
   }
   if (snap) {
-    if (const ProcessSnapshot* p = snap->findProcess(tgid); p && p->sample.comm == v.comm)
-      return {v.cgroup.empty() ? p->sample.memory_cgroup : v.cgroup, p->role};
+    // Labelled like its process series (the watched cgroup it is attributed to), so that
+    // PromQL can join the two.
+    if (const ProcessSnapshot* p = snap->findProcess(tgid); p && p->sample.comm == v.comm) return {p->cgroup, p->role};
   }
   // Not in the last sample (it started and died between two): the rules still apply.
   return {v.cgroup, roles_.match(tgid, 0, v.comm, "", v.cgroup)};
