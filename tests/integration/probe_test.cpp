@@ -128,6 +128,25 @@ TEST(Probe, AChunkLargerThanTheHeadroomNeverOvershoots) {
   EXPECT_TRUE(h.running());
 }
 
+TEST(Probe, WithoutAnyLimitTheHostIsTheBoundAndSaysSo) {
+  SKIP_WITHOUT_CGROUPS();
+  auto sb = CgroupSandbox::create("probe-nolimit");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  auto own = sb->read();
+  ASSERT_TRUE(own);
+  if (own->effectiveLimitHint() && *own->effectiveLimitHint() < (1ULL << 50))
+    GTEST_SKIP() << "the test's own cgroup has a limit: the host is not the tightest bound here";
+  // --max keeps it small: this is about which bound applies, not about filling the machine.
+  auto r = runCommand({HEADROOM_BINARY, "probe", "--cgroup", sb->path(), "--max", "64MiB", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["bound"]["name"], "host");
+  EXPECT_EQ(j["bound"]["kind"], "MemAvailable");
+  EXPECT_EQ(j["allocated_bytes"], 64 * kMiB);
+  EXPECT_NE(j["stop_reason"].get<std::string>().find("most asked for"), std::string::npos) << r.out;
+  EXPECT_GT(j["allocatable_bytes"].get<std::uint64_t>(), 64 * kMiB);
+}
+
 TEST(Probe, TheHumanSummarySaysWhatBoundAppliedAndWhy) {
   SKIP_WITHOUT_CGROUPS();
   auto sb = CgroupSandbox::create("probe-text");
