@@ -1,5 +1,8 @@
 #include "testing/fixture_tree.h"
 
+#include "headroom/collector.h"
+#include "headroom/roles.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -238,5 +241,18 @@ void provingHostV1(const FixtureTree& t) {
   t.write("/proc/2/status", "Name:\tkthreadd\nTgid:\t2\nPid:\t2\nPPid:\t0\nKthread:\t1\n");
 }
 
+
+std::shared_ptr<const Snapshot> provingSnapshot(const FixtureTree& t, const std::vector<std::string>& rules) {
+  provingHostV1(t);
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  if (!c) throw std::runtime_error(c.error().describe());
+  auto raw = c->collect({});
+  if (!raw) throw std::runtime_error(raw.error().describe());
+  std::vector<RoleRule> parsed;
+  parsed.reserve(rules.size());
+  for (const auto& r : rules) parsed.push_back(*parseRoleRule(r));
+  return buildSnapshot(std::move(*raw), RoleMatcher(std::move(parsed)));
+}
 
 }  // namespace headroom::testing

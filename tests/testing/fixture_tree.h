@@ -2,6 +2,10 @@
 // names the committed real snapshots under tests/fixtures.
 #pragma once
 
+#include <memory>
+
+#include "headroom/snapshot.h"
+
 #include <sys/types.h>
 
 #include <cstdint>
@@ -71,5 +75,7 @@ class FixtureTree {
 // pid 100, 3900 MiB anon, 8 MiB page tables, 18 threads) and /proving/curio (curio, pid 101,
 // 256 MiB shmem); 16 GiB RAM, 8 GiB available; pid 103 vanished, pid 2 a kernel thread.
 void provingHostV1(const FixtureTree& t);
+// provingHostV1 collected and built into a Snapshot with these role rules ("ROLE=KIND:VALUE").
+std::shared_ptr<const Snapshot> provingSnapshot(const FixtureTree& t, const std::vector<std::string>& rules = {});
 
 }  // namespace headroom::testing

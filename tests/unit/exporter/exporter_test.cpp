@@ -158,16 +158,8 @@ void expectConsistentWithCatalog(const Exposition& e) {
 
 // ---- models ----------------------------------------------------------------------------------
 
-std::shared_ptr<const Snapshot> provingSnapshot(const testing::FixtureTree& t) {
-  testing::provingHostV1(t);
-  auto fs = t.fs();
-  auto c = Collector::create(fs);
-  if (!c) throw std::runtime_error(c.error().describe());
-  auto raw = c->collect({});
-  if (!raw) throw std::runtime_error(raw.error().describe());
-  std::vector<RoleRule> rules;
-  for (const char* r : {"prover=comm:cuzk", "colocated=cmdline:^curio run"}) rules.push_back(*parseRoleRule(r));
-  return buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)));
+std::shared_ptr<const Snapshot> provingSnapshotWithRoles(const testing::FixtureTree& t) {
+  return testing::provingSnapshot(t, {"prover=comm:cuzk", "colocated=cmdline:^curio run"});
 }
 
 ProcessSnapshot syntheticProcess(pid_t pid, std::string comm, Role role, const std::string& cgroup,
@@ -316,7 +308,7 @@ TEST(MetricsDocs, DocsAgree) {
 
 TEST(ExporterRender, FixtureCgroupsAndProcesses) {
   testing::FixtureTree t;
-  auto snap = provingSnapshot(t);
+  auto snap = provingSnapshotWithRoles(t);
   Exporter ex(ExporterLimits{});
   SensorCounters counters;
   counters.oom_ring_drops = 3;

@@ -11,17 +11,7 @@ namespace {
 constexpr std::uint64_t kMiB = 1ULL << 20;
 constexpr std::uint64_t kGiB = 1ULL << 30;
 
-std::shared_ptr<const Snapshot> provingSnapshot(const testing::FixtureTree& t, std::vector<std::string> rules = {}) {
-  testing::provingHostV1(t);
-  auto fs = t.fs();
-  auto c = Collector::create(fs);
-  if (!c) throw std::runtime_error(c.error().describe());
-  auto raw = c->collect({});
-  if (!raw) throw std::runtime_error(raw.error().describe());
-  std::vector<RoleRule> parsed;
-  for (const auto& r : rules) parsed.push_back(*parseRoleRule(r));
-  return buildSnapshot(std::move(*raw), RoleMatcher(std::move(parsed)));
-}
+using testing::provingSnapshot;
 
 TEST(Snapshot, TightestBoundIsTheAncestorLimit) {
   testing::FixtureTree t;
