@@ -43,7 +43,7 @@ $(BENCH)/build.ninja:
 	cmake -S . -B $(BENCH) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DHEADROOM_INTEGRATION_TESTS=OFF
 
 bench: deps $(BENCH)/build.ninja
-	cmake --build $(BENCH) -j $(JOBS) --target headroom fault-bench oom-latency headroom-workload memset-loop
+	cmake --build $(BENCH) -j $(JOBS) --target headroom fault-bench oom-latency headroom-workload memset-loop bpf-floor
 	python3 tests/bench/run.py $(BENCH)
 
 tidy: build-debug

@@ -27,6 +27,8 @@ FAULT = os.path.join(BUILD, "tests", "fault-bench")
 OOM = os.path.join(BUILD, "tests", "oom-latency")
 WORKLOAD = os.path.join(BUILD, "tests", "headroom-workload")
 MEMSET = os.path.join(BUILD, "tests", "memset-loop")
+FLOOR = os.path.join(BUILD, "tests", "bpf-floor")
+BPFTRACE_EMPTY = "tracepoint:exceptions:page_fault_user { }"
 PROBE_LIMIT = 6 << 30  # the probe's cgroup: it fills about 5 GiB of it
 THREADS = str(min(4, os.cpu_count() or 2))
 CHUNK = str(512 << 20)
@@ -171,9 +173,23 @@ def with_headroom(fn):
         stop(p)
 
 
-def with_bpftrace(fn):
+def with_floor(fn):
+    """An empty tp_btf program on the same tracepoint: what bpf_stats charges doing nothing."""
     before = set(progs())
-    p = subprocess.Popen(["bpftrace", "-e", BPFTRACE], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen([FLOOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(p, "attached")
+        result = fn()
+        stats = [v for k, v in progs().items() if k not in before and v.get("name") == "empty_fault"]
+        return result, stats
+    finally:
+        stop(p)
+
+
+def with_bpftrace(fn, program=None):
+    before = set(progs())
+    p = subprocess.Popen(["bpftrace", "-e", program or BPFTRACE], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
     try:
         wait_for(p, "Attaching")
         time.sleep(1.0)
@@ -203,7 +219,7 @@ def main():
         stats_before = f.read().strip() == "1"
     times = {"none": [], "headroom": [], "bpftrace": []}
     pages = 0
-    hr_stats, bt_stats = [], []
+    hr_stats, bt_stats, floor_stats, bt_floor_stats = [], [], [], []
     try:
         # Wall time with the kernel's BPF statistics off: they add two clock reads per run.
         set_stats(False)
@@ -221,6 +237,10 @@ def main():
         for _ in range(2):
             _, s = with_headroom(fault_run)
             hr_stats += s
+            _, s = with_floor(fault_run)
+            floor_stats += s
+            _, s = with_bpftrace(fault_run, BPFTRACE_EMPTY)
+            bt_floor_stats += s
             _, s = with_bpftrace(fault_run)
             bt_stats += s
     finally:
@@ -228,6 +248,9 @@ def main():
     med = {k: statistics.median(v) for k, v in times.items()}
     hr_ns, hr_cnt = per_event(hr_stats)
     bt_ns, bt_cnt = per_event(bt_stats)
+    floor_ns, _ = per_event(floor_stats)
+    bt_floor_ns, _ = per_event(bt_floor_stats)
+    hr_net, bt_net = hr_ns - floor_ns, bt_ns - bt_floor_ns
     oom = json.loads(subprocess.run([OOM, WORKLOAD, "5"], capture_output=True, text=True, check=True).stdout)
     fp = agent_footprint(FOOTPRINT_SECONDS)
     probe, plain = probe_vs_memset()
@@ -249,6 +272,10 @@ def main():
         f"| added time per fault | | {added('headroom'):.1f} ns | {added('bpftrace'):.1f} ns | |",
         f"| page-fault program, kernel bpf_stats run_time_ns / run_cnt (2 runs each, stats on) | | {hr_ns:.1f} ns ({hr_cnt} events) | "
         f"{bt_ns:.1f} ns ({bt_cnt} events) | headroom <= 30 ns and < half of bpftrace |",
+        f"| the instrument's floor: an empty program on the same tracepoint (tp_btf for headroom's, bpftrace's own "
+        f"tracepoint probe for bpftrace's), same runs | | {floor_ns:.1f} ns | {bt_floor_ns:.1f} ns | |",
+        f"| page-fault program above that floor | | {hr_net:.1f} ns | {bt_net:.1f} ns | "
+        f"ratio {hr_net / bt_net:.2f} |",
         f"| OOM kill to its record in user space ({oom['kills']} real kills) | | median {oom['median_ms']:.3f} ms, "
         f"max {oom['max_ms']:.3f} ms | | <= 10 ms |",
         f"| agent footprint, sampling every 100 ms for {fp['seconds']} s ({int(fp['samples'])} samples, "
