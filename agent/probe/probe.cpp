@@ -260,6 +260,8 @@ Result<ProbeReading> readBounds(const FsRoot& fs, const CgroupHierarchy& h, cons
   r.events_max = self->events.getOr("max");
   r.events_oom = self->events.getOr("oom");
   r.under_oom = self->under_oom;
+  r.usage = self->usage;
+  r.oom_kills = self->oom_kills.value_or(0);
   if (self->pressure) r.pressure_some_us = self->pressure->some.total_us;
   std::optional<std::string> p = path;
   while (p) {
@@ -405,10 +407,8 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   const ProbeBound* tight = tightest(*first);
   res.bound = *tight;
   res.cgroup_limit_bytes = tight->limit;
-  auto target_mem = h.read(target);
-  if (!target_mem) return target_mem.error();
-  res.usage_before_bytes = target_mem->usage;
-  res.oom_kills_before = target_mem->oom_kills.value_or(0);
+  res.usage_before_bytes = first->usage;
+  res.oom_kills_before = first->oom_kills;
   std::uint64_t room0 = tight->limit > tight->usage_before ? tight->limit - tight->usage_before : 0;
   std::uint64_t margin = opts.stop_margin.value_or(defaultStopMargin(tight->limit));
   if (opts.stop_margin && *opts.stop_margin >= tight->limit)
@@ -487,8 +487,8 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     auto now = readBounds(fs, h, target);
     if (!now) return now.error();
     last = std::move(*now);
-    if (auto cg = h.read(target); cg && cg->usage >= peak) {
-      peak = cg->usage;
+    if (last.usage >= peak) {
+      peak = last.usage;
       // Who grew, at the peak (before anything is released).
       if (auto raw = collector.collect(co)) at_peak = buildSnapshot(std::move(*raw), RoleMatcher());
     }

@@ -45,6 +45,8 @@ struct ProbeBound {
 // The decision after one chunk, from live readings (pure: unit-tested on its own).
 struct ProbeReading {
   std::vector<ProbeBound> bounds;  // every bound with its usage now (usage_before = now here)
+  std::uint64_t usage = 0;         // the target's own usage (it may have no limit of its own)
+  std::uint64_t oom_kills = 0;     // the target's own OOM-kill counter
   // Signs that the kernel struggles: counters that must not rise while probing.
   std::uint64_t events_high = 0, events_max = 0, events_oom = 0;  // v2 memory.events
   bool under_oom = false;                                          // v1
