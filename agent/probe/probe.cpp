@@ -249,9 +249,11 @@ Result<std::string> callersCgroup(const FsRoot& fs, const CgroupHierarchy& h) {
   return h.toMountRelative(*p);
 }
 
-// Every bound on `path`: itself and each ancestor with a limit (and memory.high on v2), and the
-// host. `skip` is the probe's own sub-cgroup, which bounds only the probe.
-Result<ProbeReading> readBounds(const FsRoot& fs, const CgroupHierarchy& h, const std::string& path) {
+}  // namespace
+
+namespace detail {
+
+Result<ProbeReading> readProbeBounds(const FsRoot& fs, const CgroupHierarchy& h, const std::string& path) {
   ProbeReading r;
   r.time_ns = monoNs();
   auto self = h.read(path);
@@ -288,6 +290,10 @@ Result<ProbeReading> readBounds(const FsRoot& fs, const CgroupHierarchy& h, cons
   }
   return r;
 }
+
+}  // namespace detail
+
+namespace {
 
 const ProbeBound* tightest(const ProbeReading& r) {
   const ProbeBound* best = nullptr;
@@ -351,9 +357,12 @@ class SubCgroup {
   int version_;
 };
 
-// Whether a sub-cgroup of `path` can carry the memory controller: always on v1; on v2 only
-// when the parent delegates it (`memory` in its cgroup.subtree_control).
-bool subCgroupPossible(const CgroupHierarchy& h, const std::string& path) {
+}  // namespace
+
+// v2's "no internal processes" rule: a cgroup can give children the memory controller only
+// through its cgroup.subtree_control.
+
+bool detail::probeSubCgroupPossible(const CgroupHierarchy& h, const std::string& path) {
   if (h.version() == 1) return true;
   auto dir = h.open(path);
   if (!dir) return false;
@@ -364,6 +373,8 @@ bool subCgroupPossible(const CgroupHierarchy& h, const std::string& path) {
   }
   return false;
 }
+
+namespace {
 
 std::map<std::string, std::int64_t> invisibleParts(const Snapshot& s, const std::string& path) {
   std::map<std::string, std::int64_t> out;
@@ -402,7 +413,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
                                     h.version(), fs.display(h.mount().mount_point), d.error().describe()));
   res.cgroup = target;
 
-  auto first = readBounds(fs, h, target);
+  auto first = detail::readProbeBounds(fs, h, target);
   if (!first) return first.error();
   const ProbeBound* tight = tightest(*first);
   res.bound = *tight;
@@ -430,7 +441,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   // overshoot can only ever kill the probe; else the target itself, as the OOM killer's
   // first choice.
   std::optional<SubCgroup> sub;
-  if (subCgroupPossible(h, target)) {
+  if (detail::probeSubCgroupPossible(h, target)) {
     auto s = SubCgroup::create(h, target, fmt::format("headroom-probe-{}", ::getpid()));
     if (!s) return s.error();
     sub.emplace(std::move(*s));
@@ -484,7 +495,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     }
     res.allocated_bytes += d.next_chunk;
     ++res.probe_chunks;
-    auto now = readBounds(fs, h, target);
+    auto now = detail::readProbeBounds(fs, h, target);
     if (!now) return now.error();
     last = std::move(*now);
     if (last.usage >= peak) {

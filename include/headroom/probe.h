@@ -103,6 +103,16 @@ struct ProbeResult {
   double duration_seconds = 0;
 };
 
+// The probe's reading parts, exposed for tests on fixture trees.
+namespace detail {
+// Every bound on `path` now: itself and each ancestor with a limit (and memory.high on v2),
+// and the host's MemAvailable; with the target's usage, OOM kills and struggle counters.
+Result<ProbeReading> readProbeBounds(const FsRoot& fs, const CgroupHierarchy& h, const std::string& path);
+// Whether a sub-cgroup of `path` can carry the memory controller (v1: always; v2: when `path`
+// delegates it in cgroup.subtree_control).
+bool probeSubCgroupPossible(const CgroupHierarchy& h, const std::string& path);
+}  // namespace detail
+
 // Runs the probe (forks the child; the caller must be single-threaded or accept fork's rules:
 // the agent runs `headroom probe` as a subprocess instead). Errors are bad input or an
 // environment that cannot be probed; an abort for pressure is a result with `aborted`.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "headroom/probe.h"
+#include "testing/fixture_tree.h"
 
 namespace headroom {
 namespace {
@@ -119,6 +120,64 @@ TEST(ProbePlan, TouchModesByName) {
   auto bad = touchModeFromString("fast");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("fast"), std::string::npos);
+}
+
+// The live readings on a v2 fixture tree: every bound (limit, memory.high, the ancestors, the
+// host), and the counters that say the kernel struggles.
+TEST(ProbeReadings, V2BoundsHighAndEventsFromTheFiles) {
+  testing::FixtureTree t;
+  t.mountV2();
+  t.meminfo(64ULL << 30, 40ULL << 30);
+  t.write("/sys/fs/cgroup/memory.stat", "anon 1\n");
+  t.cgroupV2("/fleet", 20ULL << 30, "34359738368", "anon 1\n");
+  t.cgroupV2("/fleet/prover", 12ULL << 30, "17179869184", "anon 1\n");
+  t.write("/sys/fs/cgroup/fleet/prover/memory.high", "15032385536\n");
+  t.write("/sys/fs/cgroup/fleet/prover/memory.events", "low 0\nhigh 2\nmax 1\noom 0\noom_kill 0\n");
+  t.write("/sys/fs/cgroup/fleet/prover/memory.pressure",
+          "some avg10=0.00 avg60=0.00 avg300=0.00 total=1500\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=700\n");
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c) << c.error().describe();
+  auto r = detail::readProbeBounds(fs, c->hierarchy(), "/fleet/prover");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->usage, 12ULL << 30);
+  EXPECT_EQ(r->events_high, 2u);
+  EXPECT_EQ(r->events_max, 1u);
+  EXPECT_EQ(r->pressure_some_us, 1500u);
+  std::vector<std::string> seen;
+  for (const ProbeBound& b : r->bounds) seen.push_back(b.name + " " + b.kind);
+  EXPECT_EQ(seen, (std::vector<std::string>{"/fleet/prover limit", "/fleet/prover memory.high", "/fleet limit",
+                                             "host MemAvailable"}));
+  // memory.high, 2 GiB under its 16 GiB limit, is the tightest at 2 GiB of room.
+  ProbeOptions o;
+  ProbeDecision d = decideProbeStep(*r, *r, 0, o, 512ULL << 20);
+  EXPECT_EQ(d.room, 2ULL << 30);
+  EXPECT_NE(d.bound.find("memory.high"), std::string::npos) << d.bound;
+}
+
+TEST(ProbeReadings, SubCgroupOnlyWhereTheHierarchyAllowsIt) {
+  testing::FixtureTree v2;
+  v2.mountV2();
+  v2.meminfo();
+  v2.write("/sys/fs/cgroup/memory.stat", "anon 1\n");
+  v2.cgroupV2("/leaf", 1ULL << 30, "max", "anon 1\n");
+  v2.write("/sys/fs/cgroup/leaf/cgroup.subtree_control", "cpu io\n");
+  v2.cgroupV2("/delegated", 1ULL << 30, "max", "anon 1\n");
+  v2.write("/sys/fs/cgroup/delegated/cgroup.subtree_control", "cpu memory pids\n");
+  auto fs2 = v2.fs();
+  auto c2 = Collector::create(fs2);
+  ASSERT_TRUE(c2) << c2.error().describe();
+  // A v2 leaf that holds processes cannot give children the memory controller: the probe
+  // then runs in the target itself, as the OOM killer's first choice.
+  EXPECT_FALSE(detail::probeSubCgroupPossible(c2->hierarchy(), "/leaf"));
+  EXPECT_TRUE(detail::probeSubCgroupPossible(c2->hierarchy(), "/delegated"));
+
+  testing::FixtureTree v1;
+  testing::provingHostV1(v1);
+  auto fs1 = v1.fs();
+  auto c1 = Collector::create(fs1);
+  ASSERT_TRUE(c1) << c1.error().describe();
+  EXPECT_TRUE(detail::probeSubCgroupPossible(c1->hierarchy(), "/proving/prover"));
 }
 
 }  // namespace
