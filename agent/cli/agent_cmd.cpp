@@ -604,8 +604,8 @@ int Agent::run(std::ostream& err) {
     return kExitFailure;
   }
   server_ = std::move(*server);
-  spdlog::info("headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/ooms), cgroup v{} memory at {}",
-               kVersion, server_->address(), collector_.hierarchy().version(),
+  spdlog::info("headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/ooms{}), cgroup v{} memory at {}",
+               kVersion, server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "", collector_.hierarchy().version(),
                fs_.display(collector_.hierarchy().mount().mount_point));
 
   std::uint64_t watchdog_usec = 0;
