@@ -684,9 +684,9 @@ int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
   setupLogging(cfg->log_format, opts.log_level_given ? opts.log_level : cfg->log_level);
   routeLibbpfLogToSpdlog();
 
-  auto fs = FsRoot::open(opts.root);
-  if (!fs) {
-    err << "headroom agent: --root: " << fs.error().describe() << "\n";
+  auto host = openHost(opts.root);
+  if (!host) {
+    err << "headroom agent: " << host.error().describe() << "\n";
     return kExitBadInput;
   }
   auto self_fs = FsRoot::open("/");
@@ -694,12 +694,7 @@ int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
     err << "headroom agent: " << self_fs.error().describe() << "\n";
     return kExitFailure;
   }
-  auto collector = Collector::create(*fs);
-  if (!collector) {
-    err << "headroom agent: " << collector.error().describe() << "\n";
-    return kExitFailure;
-  }
-  Agent agent(opts, std::move(*cfg), *fs, *self_fs, std::move(*collector));
+  Agent agent(opts, std::move(*cfg), *host->fs, *self_fs, std::move(*host->collector));
   return agent.run(err);
 }
 

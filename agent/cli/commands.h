@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,14 @@ struct SnapshotOptions {
 };
 
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err);
+
+// The root /proc and /sys are read under, and the collector over its memory hierarchy. An
+// error (a --root that cannot be opened, no memory controller under it) is bad input.
+struct Host {
+  std::unique_ptr<FsRoot> fs;
+  std::unique_ptr<Collector> collector;  // reads through *fs
+};
+Result<Host> openHost(const std::string& root);
 
 // What the sensors know of the sampled processes, into the sample: their states, per-process
 // activity and CUDA memory, and where pinned allocations live (inside RSS or not).

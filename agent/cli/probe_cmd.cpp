@@ -121,17 +121,12 @@ int runProbeCommand(const ProbeCliOptions& o, std::ostream& out, std::ostream& e
   }
   po.reclaim_timeout = *timeout;
 
-  auto fs = FsRoot::open(o.root);
-  if (!fs) {
-    err << "headroom probe: --root: " << fs.error().describe() << "\n";
+  auto host = openHost(o.root);
+  if (!host) {
+    err << "headroom probe: " << host.error().describe() << "\n";
     return kExitBadInput;
   }
-  auto collector = Collector::create(*fs);
-  if (!collector) {
-    err << "headroom probe: " << collector.error().describe() << "\n";
-    return kExitFailure;
-  }
-  auto r = runProbe(*fs, *collector, po);
+  auto r = runProbe(*host->fs, *host->collector, po);
   if (!r) {
     err << "headroom probe: " << r.error().describe() << "\n";
     return r.error().code == 0 ? kExitBadInput : kExitFailure;

@@ -85,16 +85,13 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
     }
     sc.tracepoints[spec.substr(0, eq)] = spec.substr(eq + 1);
   }
-  auto fs = FsRoot::open(opts.root);
-  if (!fs) {
-    err << "headroom snapshot: --root: " << fs.error().describe() << "\n";
+  auto host = openHost(opts.root);
+  if (!host) {
+    err << "headroom snapshot: " << host.error().describe() << "\n";
     return kExitBadInput;
   }
-  auto collector = Collector::create(*fs);
-  if (!collector) {
-    err << "headroom snapshot: " << collector.error().describe() << "\n";
-    return kExitBadInput;
-  }
+  const FsRoot* fs = host->fs.get();
+  const Collector* collector = host->collector.get();
   // The sensors read the live kernel: a fixture root has none.
   if (!fs->isLive()) {
     sc.bpf = false;
