@@ -73,6 +73,16 @@ void shareOverhead(ProcessAttribution& pa, const ProcessSample& p, const Attribu
 
 }  // namespace
 
+std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
+  const StatMap& st = cg.stat;
+  // v1's usage is hierarchical, and so are its total_* keys; v2's memory.stat is hierarchical.
+  bool v1 = cg.version == 1;
+  std::uint64_t lru = st.getOr(v1 ? "total_inactive_file" : "inactive_file") + st.getOr(v1 ? "total_active_file" : "active_file");
+  std::uint64_t busy = st.getOr(v1 ? "total_dirty" : "file_dirty") + st.getOr(v1 ? "total_writeback" : "file_writeback") +
+                       st.getOr(v1 ? "total_mapped_file" : "file_mapped");
+  return lru > busy ? lru - busy : 0;
+}
+
 std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles) {
   auto snap = std::make_shared<Snapshot>();
   snap->wall_time_ns = raw.wall_time_ns;
@@ -142,13 +152,13 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
     cs.attribution = attributeCgroup(cg, subtree);
 
-    if (cg.limit) cs.bounds.push_back(Bound{cg.path, *cg.limit, cg.usage});
+    if (cg.limit) cs.bounds.push_back(Bound{cg.path, *cg.limit, cg.usage, reclaimableBytes(cg)});
     for (auto parent = parentCgroup(cg.path); parent; parent = parentCgroup(*parent)) {
       const CgroupMemory* a = limitOf(*parent);
-      if (a != nullptr && a->limit) cs.bounds.push_back(Bound{a->path, *a->limit, a->usage});
+      if (a != nullptr && a->limit) cs.bounds.push_back(Bound{a->path, *a->limit, a->usage, reclaimableBytes(*a)});
     }
     const Meminfo& mi = snap->host.meminfo;
-    cs.bounds.push_back(Bound{"host", mi.mem_total, mi.mem_total - std::min(mi.mem_total, mi.mem_available)});
+    cs.bounds.push_back(Bound{"host", mi.mem_total, mi.mem_total - std::min(mi.mem_total, mi.mem_available), 0});
     cs.tightest = *std::min_element(cs.bounds.begin(), cs.bounds.end(),
                                     [](const Bound& x, const Bound& y) { return x.room() < y.room(); });
     std::sort(cs.processes.begin(), cs.processes.end(), [&](std::size_t x, std::size_t y) {

@@ -20,8 +20,11 @@ json toJson(const PsiLine& l) {
   return {{"avg10", l.avg10}, {"avg60", l.avg60}, {"avg300", l.avg300}, {"total_us", l.total_us}};
 }
 
+}  // namespace
+
 json toJson(const Bound& b) {
-  return {{"name", b.name}, {"limit_bytes", b.limit}, {"usage_bytes", b.usage}, {"room_bytes", b.room()}};
+  return {{"name", b.name}, {"limit_bytes", b.limit}, {"usage_bytes", b.usage}, {"reclaimable_bytes", b.reclaimable},
+          {"room_bytes", b.room()}};
 }
 
 json toJson(const CgroupMemory& c) {
@@ -52,6 +55,8 @@ json toJson(const CgroupMemory& c) {
   return j;
 }
 
+namespace {
+
 json toJson(const PinnedOverlay& p) {
   const char* res = p.residency == PinnedOverlay::Residency::kInsideRss    ? "inside_rss"
                     : p.residency == PinnedOverlay::Residency::kOutsideRss ? "outside_rss"
@@ -76,6 +81,8 @@ json toJson(const ProcessActivity& a) {
           {"rss_shmem_bytes", opt(a.rss_shmem)},
           {"swap_bytes", opt(a.swap)}};
 }
+
+}  // namespace
 
 json toJson(const ProcessSnapshot& p) {
   const ProcessSample& s = p.sample;
@@ -114,7 +121,7 @@ json toJson(const ProcessSnapshot& p) {
   };
 }
 
-}  // namespace
+json toJson(const SensorStatus& s) { return {{"name", s.name}, {"state", toString(s.state)}, {"reason", s.reason}}; }
 
 json toJson(const Psi& p) {
   return {{"some", toJson(p.some)}, {"full", p.full ? toJson(*p.full) : json(nullptr)}};
@@ -182,8 +189,7 @@ json toJson(const Snapshot& s) {
   for (const ProcessSnapshot& p : s.processes) procs.push_back(toJson(p));
   const CollectStats& st = s.stats;
   json sensors = json::array();
-  for (const SensorStatus& ss : s.sensors)
-    sensors.push_back({{"name", ss.name}, {"state", toString(ss.state)}, {"reason", ss.reason}});
+  for (const SensorStatus& ss : s.sensors) sensors.push_back(toJson(ss));
   return {
       {"sensors", sensors},
       {"schema_version", kSnapshotSchemaVersion},

@@ -100,8 +100,15 @@ struct Bound {
   std::string name;  // cgroup path, or "host"
   std::uint64_t limit = 0;
   std::uint64_t usage = 0;
+  // Page cache under this bound the kernel can drop at once (see reclaimableBytes); host: 0,
+  // since MemAvailable already counts what can be reclaimed.
+  std::uint64_t reclaimable = 0;
   std::uint64_t room() const { return limit > usage ? limit - usage : 0; }
 };
+
+// Page cache the kernel can drop at once, from memory.stat (v1 total_* keys, v2 keys): the
+// file LRUs less dirty, writeback and mapped pages (clean, unmapped cache).
+std::uint64_t reclaimableBytes(const CgroupMemory& cg);
 
 struct CgroupSnapshot {
   CgroupMemory memory;
