@@ -239,16 +239,6 @@ struct Target {
   CgroupMemory first;
 };
 
-Result<std::string> callersCgroup(const FsRoot& fs, const CgroupHierarchy& h) {
-  auto text = fs.readFile("/proc/self/cgroup");
-  if (!text) return text.error();
-  auto cg = parseProcCgroup(*text);
-  if (!cg) return cg.error();
-  auto p = cg->memoryPath(h.version());
-  if (!p) return makeError(ENOENT, fmt::format("this process is in no v{} memory cgroup", h.version()));
-  return h.toMountRelative(*p);
-}
-
 }  // namespace
 
 namespace detail {
@@ -404,7 +394,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   if (opts.chunk == 0) return makeError(0, "--chunk 0: the chunk must be at least 4 MiB");
   std::string target = opts.cgroup.empty() ? std::string() : normaliseCgroupPath(opts.cgroup);
   if (target.empty()) {
-    auto own = callersCgroup(fs, h);
+    auto own = callersMemoryCgroup(fs, h);
     if (!own) return own.error().wrap("finding the caller's memory cgroup");
     target = *own;
   }

@@ -328,4 +328,14 @@ Result<CgroupMemory> CgroupHierarchy::read(std::string_view path) const {
   return readCgroupMemory(*dir, version_, normaliseCgroupPath(path));
 }
 
+Result<std::string> callersMemoryCgroup(const FsRoot& fs, const CgroupHierarchy& h) {
+  auto text = fs.readFile("/proc/self/cgroup");
+  if (!text) return text.error();
+  auto cg = parseProcCgroup(*text);
+  if (!cg) return cg.error();
+  auto p = cg->memoryPath(h.version());
+  if (!p) return makeError(ENOENT, fmt::format("this process is in no v{} memory cgroup", h.version()));
+  return h.toMountRelative(*p);
+}
+
 }  // namespace headroom

@@ -128,4 +128,7 @@ class CgroupHierarchy {
   CgroupMount mount_;
 };
 
+// The caller's own memory cgroup (from /proc/self/cgroup), relative to the hierarchy's mount.
+Result<std::string> callersMemoryCgroup(const FsRoot& fs, const CgroupHierarchy& h);
+
 }  // namespace headroom

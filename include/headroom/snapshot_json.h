@@ -17,6 +17,11 @@ nlohmann::json toJson(const Meminfo& m);
 nlohmann::json toJson(const Psi& p);
 nlohmann::json toJson(const OomEvent& e);
 nlohmann::json toJson(const ExitEvent& e);
+// The pieces of a snapshot, in the same forms as inside toJson(const Snapshot&).
+nlohmann::json toJson(const CgroupMemory& c);     // a cgroup's "memory"
+nlohmann::json toJson(const Bound& b);            // one of "bounds", "tightest_bound"
+nlohmann::json toJson(const ProcessSnapshot& p);  // one of "processes"
+nlohmann::json toJson(const SensorStatus& s);     // one of "sensors"
 
 // Dumps JSON without ever throwing on bytes that are not UTF-8 (comms, command lines).
 std::string dumpJson(const nlohmann::json& j, int indent = -1);

@@ -1,0 +1,56 @@
+// The budget policy's flags, shared by `headroom run` and `headroom budget`.
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "agent/cli/commands.h"
+#include "headroom/units.h"
+
+namespace headroom::cli {
+namespace {
+
+Result<double> parseFactor(const std::string& flag, const std::string& text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size())
+    return unexpected(makeError(0, fmt::format("{} \"{}\": not a number (e.g. 1.5)", flag, text)));
+  return v;
+}
+
+}  // namespace
+
+Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy p) {
+  auto size = [](const std::string& flag, const std::string& text, std::uint64_t& into) -> Status {
+    if (text.empty()) return ok();
+    auto v = parseSize(text);
+    if (!v) return unexpected(makeError(0, fmt::format("{} \"{}\": {}", flag, text, v.error().describe())));
+    into = *v;
+    return ok();
+  };
+  auto factor = [](const std::string& flag, const std::string& text, double& into) -> Status {
+    if (text.empty()) return ok();
+    auto v = parseFactor(flag, text);
+    if (!v) return unexpected(v.error());
+    into = *v;
+    return ok();
+  };
+  for (Status s : {size("--margin-floor", f.margin_floor, p.margin_floor), size("--margin-step", f.margin_step, p.margin_step),
+                   factor("--margin-growth", f.margin_growth, p.margin_growth),
+                   factor("--overhead-factor", f.overhead_factor, p.overhead_factor)}) {
+    if (!s) return unexpected(s.error());
+  }
+  if (f.max_retries) p.max_retries = *f.max_retries;
+  if (f.give_back_after) p.give_back_after = *f.give_back_after;
+  if (auto s = validate(p); !s) {
+    // validate() names the setting; the user typed a flag.
+    std::string msg = s.error().describe();
+    for (auto [key, flag] : {std::pair{"margin_growth", "--margin-growth"}, {"overhead_factor", "--overhead-factor"},
+                             {"max_retries", "--max-retries"}, {"give_back_after", "--give-back-after"}}) {
+      if (msg.rfind(key, 0) == 0) msg = flag + msg.substr(std::string_view(key).size());
+    }
+    return unexpected(makeError(0, msg));
+  }
+  return p;
+}
+
+}  // namespace headroom::cli
