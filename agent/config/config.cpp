@@ -166,6 +166,27 @@ Result<std::uint64_t> sizeOf(const Given& g) {
   return *p;
 }
 
+// A plain number (an integer or a float in TOML; the flag's text), finite.
+Result<double> numberOf(const Given& g) {
+  constexpr std::string_view kAllowed = "must be a number (e.g. 1.5)";
+  double v = 0;
+  if (g.node != nullptr) {
+    if (const auto* i = g.node->as_integer()) {
+      v = static_cast<double>(i->get());
+    } else if (const auto* f = g.node->as_floating_point()) {
+      v = f->get();
+    } else {
+      return g.fail(kAllowed);
+    }
+  } else {
+    auto p = parseDouble(trim(g.text));
+    if (!p) return g.fail(kAllowed);
+    v = *p;
+  }
+  if (!std::isfinite(v)) return g.fail(kAllowed);
+  return v;
+}
+
 // The reason alone; parseDuration and the config add what is being parsed.
 Result<std::chrono::milliseconds> durationFromText(std::string_view text) {
   std::string_view t = trim(text);
@@ -382,6 +403,54 @@ Result<std::vector<T>> collect(const std::vector<Given>& values, F parse) {
   return out;
 }
 
+// A default as a user would type it: "1GiB", "256MiB", "1h", "5m".
+std::string sizeText(std::uint64_t n) {
+  for (auto [shift, unit] : {std::pair{40, "TiB"}, std::pair{30, "GiB"}, std::pair{20, "MiB"}, std::pair{10, "KiB"}}) {
+    if (n != 0 && n % (1ULL << shift) == 0) return fmt::format("{}{}", n >> shift, unit);
+  }
+  return fmt::format("{}", n);
+}
+
+std::string durationText(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  for (auto [per, unit] : {std::pair{3600000LL, "h"}, std::pair{60000LL, "m"}, std::pair{1000LL, "s"}}) {
+    if (ms != 0 && ms % per == 0) return fmt::format("{}{}", ms / per, unit);
+  }
+  return fmt::format("{}ms", ms);
+}
+
+// validate() names the policy's own field ("margin_growth = 0.9: must be at least 1"); the
+// config names the key and the value itself, so only the reason is kept.
+std::string policyReason(std::string_view message) {
+  auto colon = message.find(": ");
+  auto eq = message.find(" = ");
+  if (colon != std::string_view::npos && eq != std::string_view::npos && eq < colon) return std::string(message.substr(colon + 2));
+  return std::string(message);
+}
+
+// A [budget] policy key: parsed, set on a copy of the policy and checked with validate(), so
+// the config accepts exactly what the controller does; nothing changes on error.
+KeySpec policyKey(std::string name, std::string kind, std::string help,
+                  std::function<Status(BudgetPolicy&, const Given&)> assign) {
+  return scalar(std::move(name), std::move(kind), std::move(help),
+                [assign = std::move(assign)](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                  BudgetPolicy p = c.budget.policy;
+                  if (auto st = assign(p, v.front()); !st) return st;
+                  if (auto st = validate(p); !st) return v.front().fail(policyReason(st.error().message));
+                  c.budget.policy = p;
+                  return ok();
+                });
+}
+
+// An optional absolute path: "" means the default.
+Result<std::string> optionalPathOf(const Given& g) {
+  constexpr std::string_view kAllowed = R"(must be an absolute path, or "" for the default)";
+  auto s = stringOf(g, kAllowed);
+  if (!s) return s;
+  if (!s->empty() && s->front() != '/') return g.fail(kAllowed);
+  return s;
+}
+
 Status setPathList(const std::vector<Given>& values, std::vector<std::string>& field) {
   auto paths = collect<std::string>(values, absolutePathOf);
   if (!paths) return paths.error();
@@ -501,6 +570,96 @@ std::vector<KeySpec> makeSpecs() {
                        if (!s) return s.error();
                        if (s->empty()) return v.front().fail(R"(must be a cgroup path (e.g. "/system.slice/prover.service"))");
                        c.probe_cgroup = normaliseCgroupPath(*s);
+                       return ok();
+                     }));
+
+  const BudgetPolicy d;
+  k.push_back(boolKey("budget.enabled", "compute the prover's budget and serve it on /v1/budget",
+                      [](AgentConfig& c, bool b) { c.budget.enabled = b; }));
+  k.push_back(scalar("budget.cgroup", "string",
+                     "the prover's memory cgroup; default: where the largest prover-role process runs",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto s = stringOf(v.front(), R"(must be a cgroup path (e.g. "/system.slice/prover.service"))");
+                       if (!s) return s.error();
+                       c.budget.cgroup = s->empty() ? std::string() : normaliseCgroupPath(*s);
+                       return ok();
+                     }));
+  k.push_back(policyKey("budget.margin_floor", "size", fmt::format("the margin never goes below this (default {})", sizeText(d.margin_floor)),
+                        [](BudgetPolicy& p, const Given& g) -> Status {
+                          auto n = sizeOf(g);
+                          if (!n) return n.error();
+                          p.margin_floor = *n;
+                          return ok();
+                        }));
+  k.push_back(policyKey("budget.margin_growth", "number",
+                        fmt::format("on an OOM kill of the prover the margin grows at least this many times (default {})", d.margin_growth),
+                        [](BudgetPolicy& p, const Given& g) -> Status {
+                          auto x = numberOf(g);
+                          if (!x) return x.error();
+                          p.margin_growth = *x;
+                          return ok();
+                        }));
+  k.push_back(policyKey("budget.margin_step", "size",
+                        fmt::format("... and at least by this much; also what a give-back returns (default {})", sizeText(d.margin_step)),
+                        [](BudgetPolicy& p, const Given& g) -> Status {
+                          auto n = sizeOf(g);
+                          if (!n) return n.error();
+                          p.margin_step = *n;
+                          return ok();
+                        }));
+  k.push_back(policyKey("budget.overhead_factor", "number",
+                        fmt::format("... and to this times the overhead beyond the budget seen at the kill (default {})", d.overhead_factor),
+                        [](BudgetPolicy& p, const Given& g) -> Status {
+                          auto x = numberOf(g);
+                          if (!x) return x.error();
+                          p.overhead_factor = *x;
+                          return ok();
+                        }));
+  k.push_back(policyKey("budget.give_back_after", "count",
+                        fmt::format("clean periods after which one margin step is given back (default {}; 1..{})", d.give_back_after, kMaxCount),
+                        [](BudgetPolicy& p, const Given& g) -> Status {
+                          auto n = countOf(g, 1, kMaxCount);
+                          if (!n) return n.error();
+                          p.give_back_after = static_cast<unsigned>(*n);
+                          return ok();
+                        }));
+  auto durationKey = [&d](std::string name, std::string help, std::chrono::milliseconds BudgetPolicy::*field) {
+    help += fmt::format(" (default {})", durationText(d.*field));
+    return policyKey(std::move(name), "duration", std::move(help), [field](BudgetPolicy& p, const Given& g) -> Status {
+      auto t = durationOf(g);
+      if (!t) return t.error();
+      p.*field = *t;
+      return ok();
+    });
+  };
+  k.push_back(durationKey("budget.clean_period", "a prover running this long without an OOM kill counts as one clean run",
+                          &BudgetPolicy::clean_period));
+  k.push_back(durationKey("budget.growth_window", "neighbours' growth and the overhead's peak are taken over this window",
+                          &BudgetPolicy::growth_window));
+  k.push_back(durationKey("budget.probe_max_age", "a probe (POST /v1/probe) older than this no longer caps the budget",
+                          &BudgetPolicy::probe_max_age));
+  k.push_back(policyKey("budget.hysteresis", "size",
+                        fmt::format("a new generation when the budget moves by more than this (or 1% of it; default {})",
+                                    sizeText(d.hysteresis_bytes)),
+                        [](BudgetPolicy& p, const Given& g) -> Status {
+                          auto n = sizeOf(g);
+                          if (!n) return n.error();
+                          p.hysteresis_bytes = *n;
+                          return ok();
+                        }));
+  k.push_back(scalar("budget.state_file", "string",
+                     "where the learned margin is kept; default: /var/lib/headroom/budget<cgroup>.json",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto s = optionalPathOf(v.front());
+                       if (!s) return s.error();
+                       c.budget.state_file = std::move(*s);
+                       return ok();
+                     }));
+  k.push_back(scalar("budget.file", "string", "write the budget (bytes) to this file at each new generation, atomically; default: none",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto s = optionalPathOf(v.front());
+                       if (!s) return s.error();
+                       c.budget.file = std::move(*s);
                        return ok();
                      }));
   return k;

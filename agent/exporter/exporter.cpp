@@ -50,6 +50,11 @@ constexpr const char* kProbeDuration = "headroom_probe_duration_seconds";
 constexpr const char* kProbeTimestamp = "headroom_probe_last_timestamp_seconds";
 constexpr const char* kProbeAborted = "headroom_probe_aborted";
 constexpr const char* kProbes = "headroom_probes_total";
+// The prover's budget.
+constexpr const char* kBudget = "headroom_budget_bytes";
+constexpr const char* kMargin = "headroom_margin_bytes";
+constexpr const char* kBudgetGeneration = "headroom_budget_generation";
+constexpr const char* kMarginChanges = "headroom_budget_margin_changes_total";
 // Sensors.
 constexpr const char* kSensorState = "headroom_sensor_state";
 constexpr const char* kRingDrops = "headroom_ring_buffer_drops_total";
@@ -131,6 +136,12 @@ std::vector<MetricInfo> buildCatalog() {
       {kProbeTimestamp, kG, {"cgroup"}, "When the latest probe of the cgroup ran, in seconds since the Unix epoch."},
       {kProbeAborted, kG, {"cgroup"}, "1 when the latest probe stopped early because memory pressure rose."},
       {kProbes, kC, {"outcome"}, "Probe requests by outcome (done, aborted, failed, refused)."},
+      // budget
+      {kBudget, kG, cg, "The prover's budget: what it may use in all, in bytes, as /v1/budget serves it (no series when none can be given)."},
+      {kMargin, kG, cg, "What the budget keeps back for everything the controller cannot see, in bytes."},
+      {kBudgetGeneration, kG, cg, "Rises whenever the published budget or margin changes; a long-running prover re-reads /v1/budget then."},
+      {kMarginChanges, kC, {"cgroup", "reason"},
+       "Changes to the prover's learned margin, by reason (oom_kill: grown after an OOM kill; give_back: shrunk after clean periods)."},
       // sensors
       {kSensorState, kG, {"sensor", "state"}, "1 for the sensor's current state (active, degraded, off), 0 for the others."},
       {kRingDrops, kC, {"ring"}, "Records the BPF ring buffers had no room for, by ring (oom, exit)."},
@@ -554,7 +565,35 @@ struct Exporter::State {
   std::map<std::tuple<std::string, std::string, std::string>, OomCount> oom_kills;
   std::map<std::string, ProbeFigures> probes;  // by cgroup, the latest of each
   std::map<std::string, double> probe_outcomes;
+  struct Budget {
+    std::string cgroup;
+    bool valid = false;
+    std::uint64_t budget = 0, margin = 0, generation = 0;
+  };
+  std::optional<Budget> budget;
+  std::map<std::pair<std::string, std::string>, double> margin_changes;  // {cgroup, reason}
 };
+
+void Exporter::recordBudget(const BudgetDecision& d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->budget = State::Budget{d.inputs.cgroup, d.valid, d.budget, d.margin, d.generation};
+}
+
+void Exporter::clearBudget() {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->budget.reset();
+}
+
+void Exporter::countMarginChange(const std::string& cgroup, const std::string& reason) {
+  // Bounded: one prover cgroup at a time, two reasons; a cap keeps a prover that moves between
+  // many cgroups from growing the page.
+  constexpr std::size_t kMaxSets = 64;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& changes = state_->margin_changes;
+  auto key = std::make_pair(cgroup, reason);
+  if (changes.size() >= kMaxSets && !changes.contains(key)) key.first = std::string(kOther);
+  changes[key] += 1;
+}
 
 void Exporter::recordProbe(const std::string& cgroup, const ProbeFigures& figures) {
   constexpr std::size_t kProbedCgroups = 16;
@@ -603,6 +642,8 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
   decltype(State::oom_kills) oom_kills;
   decltype(State::probes) probes;
   decltype(State::probe_outcomes) probe_outcomes;
+  decltype(State::budget) budget;
+  decltype(State::margin_changes) margin_changes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     limits = limits_;
@@ -610,6 +651,8 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     oom_kills = state_->oom_kills;
     probes = state_->probes;
     probe_outcomes = state_->probe_outcomes;
+    budget = state_->budget;
+    margin_changes = state_->margin_changes;
   }
   // prometheus-cpp reports misuse with exceptions; none may leave the sampling path.
   try {
@@ -627,6 +670,12 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
       sink.add(kOomKills, {cgroup, role, process}, c.kills);
       sink.add(kOomKillLast, {cgroup, role, process}, c.last_timestamp_s);
     }
+    if (budget) {
+      if (budget->valid) sink.add(kBudget, {budget->cgroup}, num(budget->budget));
+      sink.add(kMargin, {budget->cgroup}, num(budget->margin));
+      sink.add(kBudgetGeneration, {budget->cgroup}, num(budget->generation));
+    }
+    for (const auto& [key, n] : margin_changes) sink.add(kMarginChanges, {key.first, key.second}, n);
     for (const auto& [outcome, n] : probe_outcomes) sink.add(kProbes, {outcome}, n);
     for (const auto& [cgroup, p] : probes) {
       sink.add(kProbeAllocatable, {cgroup}, p.allocatable_bytes);
@@ -717,6 +766,80 @@ std::size_t Exporter::seriesCount() const {
 std::size_t Exporter::seriesDropped() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_->dropped;
+}
+
+namespace {
+
+nlohmann::json optionalBytes(const std::optional<std::uint64_t>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+nlohmann::json budgetJson(const BudgetDecision& d, const ControllerState& learned, double unix_time) {
+  using nlohmann::json;
+  const BudgetInputs& in = d.inputs;
+  json bounds = json::array();
+  for (const BudgetBound& b : in.bounds) {
+    bounds.push_back({{"name", b.name},
+                      {"kind", b.kind},
+                      {"limit_bytes", b.limit},
+                      {"usage_bytes", b.usage},
+                      {"reclaimable_bytes", b.reclaimable},
+                      {"neighbours_bytes", b.neighbours},
+                      {"room_bytes", b.room()}});
+  }
+  json probe = nullptr;
+  if (in.probe) {
+    probe = {{"allocatable_bytes", in.probe->allocatable},
+             {"prover_usage_bytes", in.probe->prover_usage},
+             {"age_seconds", static_cast<double>(d.time_ns - in.probe->time_ns) / 1e9}};
+  }
+  json last_kill = nullptr;
+  if (learned.last_kill) {
+    const KillEvidence& k = *learned.last_kill;
+    last_kill = {{"what", k.what},
+                 {"prover_victim", k.prover_victim},
+                 {"budget_bytes", k.budget},
+                 {"charge_bytes", k.charge},
+                 {"self_reported_bytes", optionalBytes(k.self_reported)},
+                 {"pinned_bytes", k.pinned},
+                 {"page_tables_bytes", k.page_tables},
+                 {"kernel_bytes", k.kernel},
+                 {"monotonic_time_ns", k.time_ns}};
+  }
+  json history = json::array();
+  for (const MarginChange& c : learned.history)
+    history.push_back({{"before_bytes", c.before}, {"after_bytes", c.after}, {"reason", c.reason}});
+  return {
+      {"valid", d.valid},
+      {"budget_bytes", d.budget},
+      {"margin_bytes", d.margin},
+      {"generation", d.generation},
+      {"cgroup", in.cgroup},
+      {"tightest_bound", d.tightest},
+      {"room_bytes", d.room},
+      {"neighbour_growth_bytes", d.neighbour_growth},
+      {"overhead_growth_bytes", d.overhead_growth},
+      {"probe_cap_bytes", optionalBytes(d.probe_cap)},
+      {"capped_by_probe", d.capped_by_probe},
+      {"margin_source", d.margin_source},
+      {"reason", d.reason},
+      {"inputs",
+       {{"bounds", std::move(bounds)},
+        {"prover_usage_bytes", in.prover_usage},
+        {"prover_processes", in.prover_processes},
+        {"self_reported_bytes", optionalBytes(in.self_reported)},
+        {"overhead_bytes", in.overhead},
+        {"probe", std::move(probe)}}},
+      {"learned",
+       {{"learned_margin_bytes", learned.learned_margin},
+        {"oom_kills", learned.oom_kills},
+        {"clean_runs", learned.clean_runs},
+        {"last_kill", std::move(last_kill)},
+        {"history", std::move(history)}}},
+      {"time", unix_time},
+  };
 }
 
 }  // namespace headroom

@@ -44,7 +44,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
   srv.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (res.status == 404)
       res.set_content(fmt::format("{{\"error\":\"no such path: {}\",\"paths\":[\"/metrics\",\"/healthz\","
-                                  "\"/v1/snapshot\",\"/v1/ooms\"]}}\n",
+                                  "\"/v1/snapshot\",\"/v1/budget\",\"/v1/ooms\"]}}\n",
                                   req.path.size() > 200 ? req.path.substr(0, 200) : req.path),
                       "application/json");
   });
@@ -79,5 +79,29 @@ HttpServer::~HttpServer() {
 }
 
 std::string HttpServer::address() const { return address_; }
+
+Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.rfind(kScheme, 0) != 0)
+    return makeError(EINVAL, fmt::format("{}: not an http:// URL (e.g. http://127.0.0.1:9464/v1/budget)", url));
+  auto slash = url.find('/', kScheme.size());
+  std::string base = url.substr(0, slash);
+  std::string path = slash == std::string::npos ? "/" : url.substr(slash);
+  if (base.size() == kScheme.size()) return makeError(EINVAL, fmt::format("{}: no host", url));
+  httplib::Client c(base);
+  if (!c.is_valid()) return makeError(EINVAL, fmt::format("{}: not a valid URL", url));
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(timeout - secs);
+  c.set_connection_timeout(secs.count(), usecs.count());
+  c.set_read_timeout(secs.count(), usecs.count());
+  c.set_write_timeout(secs.count(), usecs.count());
+  auto r = c.Get(path);
+  if (!r) return makeError(0, fmt::format("GET {}: {}", url, httplib::to_string(r.error())));
+  HttpResponse out;
+  out.status = r->status;
+  out.content_type = r->get_header_value("Content-Type");
+  out.body = r->body;
+  return out;
+}
 
 }  // namespace headroom

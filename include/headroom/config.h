@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "headroom/controller.h"
 #include "headroom/result.h"
 #include "headroom/roles.h"
 #include "headroom/sensors.h"
@@ -25,6 +26,20 @@ Result<ListenAddress> parseListenAddress(std::string_view text);
 
 enum class LogFormat { kText, kJson };
 const char* toString(LogFormat f);
+
+// [budget]: the prover's budget, recomputed every tick and served on /v1/budget.
+struct BudgetConfig {
+  // Computed when a prover role rule exists or `cgroup` is set; /v1/budget says why not otherwise.
+  bool enabled = true;
+  // The prover's memory cgroup; "": the watched cgroup the largest prover-role process is
+  // attributed to (remembered when the prover is not running, so a launch script still gets one).
+  std::string cgroup;
+  BudgetPolicy policy;     // margin_floor ... hysteresis; max_retries is `headroom run`'s alone
+  std::string state_file;  // the learned margin; "": defaultStatePath(cgroup)
+  std::string file;        // written atomically at each new generation for launch scripts; "": none
+
+  bool operator==(const BudgetConfig&) const = default;
+};
 
 struct AgentConfig {
   ListenAddress listen;
@@ -47,6 +62,7 @@ struct AgentConfig {
   bool probe_enabled = false;
   std::chrono::milliseconds probe_min_interval{600000};  // at most one probe this often
   std::string probe_cgroup;  // default target; a request may name another (?cgroup=)
+  BudgetConfig budget;
 };
 
 // One key of the configuration: its TOML name ("sensors.oom_ring_bytes"), the flag that

@@ -1,6 +1,7 @@
 // The Prometheus side of the agent: one fixed catalogue of metric families (name, type, labels,
 // help: the list docs/metrics.md is checked against) and the rendering of each tick's model
-// into them with prometheus-cpp, label cardinality bounded by configuration.
+// into them with prometheus-cpp, label cardinality bounded by configuration; and the budget's
+// JSON document, which the agent serves and `headroom budget` prints alike.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,9 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "headroom/controller.h"
 #include "headroom/roles.h"
 #include "headroom/sensors.h"
 #include "headroom/snapshot.h"
@@ -85,6 +89,15 @@ class Exporter {
   // One probe request's outcome: done, aborted, failed, refused (rate limit, busy, bad input).
   void countProbe(const std::string& outcome);
 
+  // The prover's budget as last decided (one prover per agent: a decision for another cgroup
+  // replaces it). A decision that is not valid shows its margin and generation, no budget.
+  void recordBudget(const BudgetDecision& d);
+  // No budget can be computed any more (no prover, budget off): its series go.
+  void clearBudget();
+  // A change to the learned margin of the prover in `cgroup`, by reason: "oom_kill" (grown)
+  // or "give_back" (shrunk after clean periods). Counted for the agent's lifetime.
+  void countMarginChange(const std::string& cgroup, const std::string& reason);
+
   // The text exposition format (version 0.0.4); `last_scrape_duration_s` is the previous
   // scrape's own duration, reported in this one. Thread-safe against update().
   std::string render(double last_scrape_duration_s) const;
@@ -98,5 +111,9 @@ class Exporter {
   ExporterLimits limits_;
   std::unique_ptr<State> state_;
 };
+
+// The /v1/budget document: the decision with the inputs it came from and what the controller
+// has learned (`learned`), at `unix_time` (seconds since the epoch).
+nlohmann::json budgetJson(const BudgetDecision& d, const ControllerState& learned, double unix_time);
 
 }  // namespace headroom

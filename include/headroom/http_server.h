@@ -2,6 +2,7 @@
 // the server knows nothing of the model; each answer is built by the agent under its own locks.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -48,5 +49,10 @@ class HttpServer {
   std::uint16_t port_ = 0;
   std::thread thread_;
 };
+
+// GET `url` ("http://HOST:PORT/PATH"; http only) with `timeout` for connecting and again for
+// reading. Any HTTP status is a response; an error is a URL that is not one, or no answer
+// (refused, unreachable, timed out), naming the URL.
+Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout);
 
 }  // namespace headroom

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -138,6 +139,12 @@ class Agent {
     std::vector<std::string> argv = {"/bin/sh", "-c", "exec env " + envs + "\"$0\" \"$@\" 2>&1", HEADROOM_BINARY,
                                      "agent", "--listen", "127.0.0.1:0"};
     argv.insert(argv.end(), args.begin(), args.end());
+    // What the budget controller learns stays in the test's own file, never /var/lib/headroom.
+    if (std::find(args.begin(), args.end(), "--budget.state-file") == args.end()) {
+      static int n = 0;
+      state_file_ = fmt::format("/tmp/headroom-agent-test-{}-{}.json", ::getpid(), n++);
+      argv.insert(argv.end(), {"--budget.state-file", state_file_});
+    }
     auto c = ChildProcess::spawn(argv);
     if (!c) throw std::runtime_error(c.error().describe());
     child_.emplace(std::move(*c));
@@ -152,6 +159,12 @@ class Agent {
     }
     throw std::runtime_error("the agent never said where it serves");
   }
+  ~Agent() {
+    child_.reset();
+    if (!state_file_.empty()) std::filesystem::remove(state_file_);
+  }
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
   int port() const { return port_; }
   ChildProcess& child() { return *child_; }
   // Every log line read so far (and more, up to the first one holding `needle`).
@@ -193,6 +206,7 @@ class Agent {
   int port_ = 0;
   std::optional<ChildProcess> child_;
   std::vector<std::string> log_;
+  std::string state_file_;
 };
 
 ChildProcess spawnReady(const std::vector<std::string>& args, const std::string& procs) {

@@ -1,5 +1,6 @@
 #include "headroom/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <initializer_list>
@@ -86,6 +87,21 @@ recent_ooms = 32
 enabled = true
 min_interval = "90s"
 cgroup = "/prover/"
+
+[budget]
+enabled = false
+cgroup = "/system.slice/prover.service/"
+margin_floor = "512MiB"
+margin_growth = 2
+margin_step = "128MiB"
+overhead_factor = 1.25
+give_back_after = 5
+clean_period = "30m"
+growth_window = "2m"
+probe_max_age = 600
+hysteresis = "64MiB"
+state_file = "/var/lib/prover/budget.json"
+file = "/run/prover/budget"
 )";
 
 TEST(ConfigParse, FullFileSetsEveryKey) {
@@ -124,6 +140,23 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_TRUE(c.probe_enabled);
   EXPECT_EQ(c.probe_min_interval, milliseconds(90000));
   EXPECT_EQ(c.probe_cgroup, "/prover");
+  const BudgetConfig& b = c.budget;
+  EXPECT_FALSE(b.enabled);
+  EXPECT_EQ(b.cgroup, "/system.slice/prover.service");
+  EXPECT_EQ(b.policy.margin_floor, 512u << 20);
+  EXPECT_EQ(b.policy.margin_growth, 2.0);
+  EXPECT_EQ(b.policy.margin_step, 128u << 20);
+  EXPECT_EQ(b.policy.overhead_factor, 1.25);
+  EXPECT_EQ(b.policy.give_back_after, 5u);
+  EXPECT_EQ(b.policy.clean_period, milliseconds(30 * 60 * 1000));
+  EXPECT_EQ(b.policy.growth_window, milliseconds(120000));
+  EXPECT_EQ(b.policy.probe_max_age, milliseconds(600000));
+  EXPECT_EQ(b.policy.hysteresis_bytes, 64u << 20);
+  EXPECT_EQ(b.state_file, "/var/lib/prover/budget.json");
+  EXPECT_EQ(b.file, "/run/prover/budget");
+  // Not config keys: `headroom run`'s retries, and the relative hysteresis.
+  EXPECT_EQ(b.policy.max_retries, BudgetPolicy{}.max_retries);
+  EXPECT_EQ(b.policy.hysteresis_fraction, BudgetPolicy{}.hysteresis_fraction);
 }
 
 TEST(ConfigParse, EveryTableKeyIsInTheFullFile) {
@@ -131,7 +164,7 @@ TEST(ConfigParse, EveryTableKeyIsInTheFullFile) {
   for (const ConfigKey& k : configKeys()) {
     std::string_view leaf = k.name;
     if (auto dot = leaf.rfind('.'); dot != std::string_view::npos) leaf = leaf.substr(dot + 1);
-    EXPECT_NE(kFull.find("\n" + std::string(leaf) + " = "), std::string_view::npos) << k.name;
+    EXPECT_NE(kFull.find(fmt::format("\n{} = ", leaf)), std::string_view::npos) << k.name;
   }
 }
 
@@ -153,6 +186,12 @@ TEST(ConfigParse, EmptyDocumentGivesTheDefaults) {
     EXPECT_EQ(r->max_cgroups, d.max_cgroups);
     EXPECT_EQ(r->max_series, d.max_series);
     EXPECT_EQ(r->recent_ooms, d.recent_ooms);
+    EXPECT_EQ(r->budget, d.budget);
+    EXPECT_TRUE(r->budget.enabled);
+    EXPECT_TRUE(r->budget.cgroup.empty());
+    EXPECT_TRUE(r->budget.state_file.empty());
+    EXPECT_TRUE(r->budget.file.empty());
+    EXPECT_EQ(r->budget.policy, BudgetPolicy{}) << "the controller's defaults";
   }
 }
 
@@ -258,6 +297,65 @@ TEST(ConfigErrors, RoleRulesPathsAndEnums) {
   EXPECT_TRUE(rejects("log_format = \"json2\"\n", {"log_format = \"json2\": must be one of text, json"}));
   EXPECT_TRUE(rejects("log_level = \"verbose\"\n", {"log_level = \"verbose\"", "trace, debug, info, warn, error"}));
   EXPECT_TRUE(rejects("cgroups = [\"\"]\n", {"cgroups[0] = \"\"", "cgroup path"}));
+}
+
+TEST(ConfigErrors, Budget) {
+  // Every value the controller refuses is refused here, with the key and the value.
+  EXPECT_TRUE(rejects("[budget]\nmargin_growth = 0.9\n", {"budget.margin_growth = 0.9: must be between 1 and 100"}));
+  EXPECT_TRUE(rejects("[budget]\nmargin_growth = \"fast\"\n", {"budget.margin_growth = \"fast\"", "must be a number"}));
+  EXPECT_TRUE(rejects("[budget]\nmargin_growth = nan\n", {"budget.margin_growth = nan", "must be a number"}));
+  EXPECT_TRUE(rejects("[budget]\noverhead_factor = 200\n", {"budget.overhead_factor = 200", "between 1 and 100"}));
+  EXPECT_TRUE(rejects("[budget]\nmargin_floor = \"lots\"\n", {"budget.margin_floor = \"lots\"", "not a size"}));
+  EXPECT_TRUE(rejects("[budget]\nmargin_step = -1\n", {"budget.margin_step = -1", "not a size"}));
+  EXPECT_TRUE(rejects("[budget]\nhysteresis = true\n", {"budget.hysteresis = true", "not a size"}));
+  EXPECT_TRUE(rejects("[budget]\ngive_back_after = 0\n", {"budget.give_back_after = 0", "integer from 1 to"}));
+  EXPECT_TRUE(rejects("[budget]\nclean_period = \"0s\"\n", {"budget.clean_period = \"0s\"", "must be positive"}));
+  EXPECT_TRUE(rejects("[budget]\nprobe_max_age = \"soon\"\n", {"budget.probe_max_age = \"soon\"", "not a duration"}));
+  EXPECT_TRUE(rejects("[budget]\ngrowth_window = -5\n", {"budget.growth_window = -5", "negative"}));
+  EXPECT_TRUE(rejects("[budget]\nstate_file = \"state.json\"\n", {"budget.state_file = \"state.json\"", "absolute path"}));
+  EXPECT_TRUE(rejects("[budget]\nfile = 5\n", {"budget.file = 5", "absolute path"}));
+  EXPECT_TRUE(rejects("[budget]\ncgroup = 7\n", {"budget.cgroup = 7", "cgroup path"}));
+  EXPECT_TRUE(rejects("[budget]\nenabled = \"yes\"\n", {"budget.enabled = \"yes\"", "boolean"}));
+  EXPECT_TRUE(rejects("[budget]\nmargin = \"1GiB\"\n",
+                      {"unknown key \"budget.margin\"", "known in [budget]: enabled, cgroup, margin_floor"}));
+  EXPECT_TRUE(rejects("[budget]\nmax_retries = 3\n", {"unknown key \"budget.max_retries\""}));
+  // Empty strings are the defaults, not errors.
+  auto r = parseAgentConfig("[budget]\ncgroup = \"\"\nstate_file = \"\"\nfile = \"\"\ngrowth_window = 0\n", kSource);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_TRUE(r->budget.cgroup.empty());
+  EXPECT_EQ(r->budget.policy.growth_window, milliseconds(0));
+}
+
+TEST(ConfigFlags, BudgetKeys) {
+  AgentConfig cfg;
+  ASSERT_TRUE(applyConfigFlag(cfg, keyNamed("budget.margin_floor"), {"16MiB"}));
+  EXPECT_EQ(cfg.budget.policy.margin_floor, 16u << 20);
+  ASSERT_TRUE(applyConfigFlag(cfg, keyNamed("budget.margin_growth"), {"1.75"}));
+  EXPECT_EQ(cfg.budget.policy.margin_growth, 1.75);
+  ASSERT_TRUE(applyConfigFlag(cfg, keyNamed("budget.hysteresis"), {"1MiB"}));
+  EXPECT_EQ(cfg.budget.policy.hysteresis_bytes, 1u << 20);
+  ASSERT_TRUE(applyConfigFlag(cfg, keyNamed("budget.clean_period"), {"90s"}));
+  EXPECT_EQ(cfg.budget.policy.clean_period, milliseconds(90000));
+  ASSERT_TRUE(applyConfigFlag(cfg, keyNamed("budget.cgroup"), {"/a/b/"}));
+  EXPECT_EQ(cfg.budget.cgroup, "/a/b");
+  ASSERT_TRUE(applyConfigFlag(cfg, keyNamed("budget.enabled"), {"off"}));
+  EXPECT_FALSE(cfg.budget.enabled);
+  EXPECT_EQ(keyNamed("budget.margin_floor").flag, "--budget.margin-floor");
+  EXPECT_EQ(keyNamed("budget.give_back_after").kind, "count");
+  EXPECT_EQ(keyNamed("budget.margin_growth").kind, "number");
+  EXPECT_NE(keyNamed("budget.margin_floor").help.find("default 1GiB"), std::string::npos) << keyNamed("budget.margin_floor").help;
+  EXPECT_NE(keyNamed("budget.clean_period").help.find("default 1h"), std::string::npos) << keyNamed("budget.clean_period").help;
+
+  EXPECT_TRUE(flagRejects("budget.margin_growth", {"0.5"}, {"--budget.margin-growth 0.5: must be between 1 and 100"}));
+  EXPECT_TRUE(flagRejects("budget.overhead_factor", {"x"}, {"--budget.overhead-factor x", "must be a number"}));
+  EXPECT_TRUE(flagRejects("budget.margin_floor", {"16 parsecs"}, {"--budget.margin-floor \"16 parsecs\"", "not a size"}));
+  EXPECT_TRUE(flagRejects("budget.clean_period", {"0"}, {"--budget.clean-period 0", "must be positive"}));
+  EXPECT_TRUE(flagRejects("budget.file", {"budget.txt"}, {"--budget.file budget.txt", "absolute path"}));
+  // Nothing changes on error.
+  AgentConfig keep;
+  keep.budget.policy.margin_growth = 2;
+  EXPECT_FALSE(applyConfigFlag(keep, keyNamed("budget.margin_growth"), {"0.5"}));
+  EXPECT_EQ(keep.budget.policy.margin_growth, 2.0);
 }
 
 TEST(ConfigErrors, TomlSyntaxNamesLineAndColumn) {
@@ -384,7 +482,10 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
       "sensors.cuda_libraries", "sensors.cuda_runtime_targets", "sensors.oom_ring_bytes", "sensors.exit_ring_bytes",
       "sensors.max_processes", "sensors.max_cuda_allocations", "sensors.max_tracked_cgroups",
       "metrics.top_processes", "metrics.max_cgroups", "metrics.max_series", "metrics.recent_ooms",
-      "probe.enabled", "probe.min_interval", "probe.cgroup"};
+      "probe.enabled", "probe.min_interval", "probe.cgroup", "budget.enabled", "budget.cgroup", "budget.margin_floor",
+      "budget.margin_growth", "budget.margin_step", "budget.overhead_factor", "budget.give_back_after",
+      "budget.clean_period", "budget.growth_window", "budget.probe_max_age", "budget.hysteresis", "budget.state_file",
+      "budget.file"};
   std::set<std::string> got;
   for (const ConfigKey& k : configKeys()) {
     got.insert(k.name);

@@ -1,5 +1,6 @@
 #include "headroom/exporter.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -197,7 +198,7 @@ Snapshot manyProcesses(std::size_t n) {
   CgroupSnapshot c = syntheticCgroup("/jobs", 0);
   for (std::size_t i = 0; i < n; ++i) {
     const Role role = i % 2 == 0 ? Role::kProver : Role::kSystem;
-    s.processes.push_back(syntheticProcess(static_cast<pid_t>(i + 1), "w" + std::to_string(i), role, "/jobs",
+    s.processes.push_back(syntheticProcess(static_cast<pid_t>(i + 1), fmt::format("w{}", i), role, "/jobs",
                                            (i + 1) * 4096));
     c.processes.push_back(i);
     c.memory.usage += (i + 1) * 4096;
@@ -636,6 +637,155 @@ TEST(ExporterCardinality, OomLabelSetsAreCapped) {
   // Counted for the agent's lifetime: still there after more updates.
   ex.update(Snapshot{}, {}, {});
   EXPECT_NE(ex.render(0).find("headroom_oom_kills_total{cgroup=\"/jobs\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// A real decision: the fixture's prover under /proving's 8 GiB, by the controller itself.
+BudgetDecision fixtureDecision(const testing::FixtureTree& t, BudgetController& c) {
+  auto snap = provingSnapshotWithRoles(t);
+  auto in = budgetInputs(*snap, ProverScope{"/proving/prover", std::nullopt});
+  EXPECT_TRUE(in) << in.error().describe();
+  return c.decide(*in);
+}
+
+TEST(ExporterBudget, GaugesFollowTheDecisionAndGoWhenCleared) {
+  testing::FixtureTree t;
+  BudgetController c(BudgetPolicy{});
+  const BudgetDecision d = fixtureDecision(t, c);
+  ASSERT_TRUE(d.valid) << d.reason;
+  ASSERT_GT(d.budget, 0u);
+  Exporter ex(ExporterLimits{});
+  ex.recordBudget(d);
+  ex.countMarginChange("/proving/prover", "oom_kill");
+  ex.countMarginChange("/proving/prover", "oom_kill");
+  ex.countMarginChange("/proving/prover", "give_back");
+  ex.update(Snapshot{}, {}, {});
+  Exposition e = parseExposition(ex.render(0));
+  expectConsistentWithCatalog(e);
+  const std::map<std::string, std::string> cg = {{"cgroup", "/proving/prover"}};
+  EXPECT_EQ(e.get("headroom_budget_bytes", cg), static_cast<double>(d.budget));
+  EXPECT_EQ(e.get("headroom_margin_bytes", cg), static_cast<double>(d.margin));
+  EXPECT_EQ(e.get("headroom_budget_generation", cg), static_cast<double>(d.generation));
+  EXPECT_EQ(e.get("headroom_budget_margin_changes_total", {{"cgroup", "/proving/prover"}, {"reason", "oom_kill"}}), 2.0);
+  EXPECT_EQ(e.get("headroom_budget_margin_changes_total", {{"cgroup", "/proving/prover"}, {"reason", "give_back"}}), 1.0);
+
+  // No room: margin and generation stay visible, the budget has no series (not a budget of 0).
+  BudgetDecision none = d;
+  none.valid = false;
+  none.budget = 0;
+  none.generation = d.generation + 1;
+  ex.recordBudget(none);
+  ex.update(Snapshot{}, {}, {});
+  e = parseExposition(ex.render(0));
+  EXPECT_FALSE(e.get("headroom_budget_bytes", cg));
+  EXPECT_EQ(e.get("headroom_budget_generation", cg), static_cast<double>(d.generation + 1));
+  EXPECT_EQ(e.get("headroom_margin_bytes", cg), static_cast<double>(d.margin));
+
+  // Another prover cgroup replaces the first; clearing removes the gauges, not the counters.
+  BudgetDecision other = d;
+  other.inputs.cgroup = "/other";
+  ex.recordBudget(other);
+  ex.update(Snapshot{}, {}, {});
+  e = parseExposition(ex.render(0));
+  EXPECT_EQ(e.all("headroom_budget_bytes").size(), 1u);
+  EXPECT_EQ(e.get("headroom_budget_bytes", {{"cgroup", "/other"}}), static_cast<double>(d.budget));
+  ex.clearBudget();
+  ex.update(Snapshot{}, {}, {});
+  e = parseExposition(ex.render(0));
+  EXPECT_TRUE(e.all("headroom_budget_bytes").empty());
+  EXPECT_TRUE(e.all("headroom_margin_bytes").empty());
+  EXPECT_TRUE(e.all("headroom_budget_generation").empty());
+  EXPECT_EQ(e.all("headroom_budget_margin_changes_total").size(), 2u);
+}
+
+TEST(ExporterBudget, MarginChangeLabelSetsAreCapped) {
+  Exporter ex(ExporterLimits{});
+  for (int i = 0; i < 200; ++i) ex.countMarginChange("/p" + std::to_string(i), "oom_kill");
+  ex.update(Snapshot{}, {}, {});
+  const Exposition e = parseExposition(ex.render(0));
+  double total = 0;
+  for (const Sample* s : e.all("headroom_budget_margin_changes_total")) total += s->value;
+  EXPECT_EQ(total, 200.0) << "no change lost";
+  EXPECT_LE(e.all("headroom_budget_margin_changes_total").size(), 65u);
+  EXPECT_GT(e.get("headroom_budget_margin_changes_total", {{"cgroup", "other"}, {"reason", "oom_kill"}}).value_or(0), 0.0);
+}
+
+TEST(BudgetJson, MirrorsTheDecisionItsInputsAndWhatWasLearned) {
+  testing::FixtureTree t;
+  BudgetController c(BudgetPolicy{});
+  KillEvidence k;
+  k.what = "mark_victim: pid 100 (cuzk) in /proving/prover";
+  k.budget = 3 * kGiB;
+  k.charge = 3 * kGiB + 512 * kMiB;
+  k.page_tables = 8 * kMiB;
+  k.self_reported = 3 * kGiB;
+  c.onOomKill(k);
+  BudgetDecision d = fixtureDecision(t, c);
+  d.inputs.probe = ProbeFinding{2 * kGiB, 3 * kGiB, d.time_ns - 5'000'000'000};
+  const nlohmann::json j = budgetJson(d, c.state(), 1700000000.5);
+
+  EXPECT_EQ(j["valid"], d.valid);
+  EXPECT_EQ(j["budget_bytes"], d.budget);
+  EXPECT_EQ(j["margin_bytes"], d.margin);
+  EXPECT_EQ(j["generation"], d.generation);
+  EXPECT_EQ(j["cgroup"], "/proving/prover");
+  EXPECT_EQ(j["tightest_bound"], d.tightest);
+  EXPECT_EQ(j["room_bytes"], d.room);
+  EXPECT_EQ(j["neighbour_growth_bytes"], d.neighbour_growth);
+  EXPECT_EQ(j["overhead_growth_bytes"], d.overhead_growth);
+  EXPECT_TRUE(j["probe_cap_bytes"].is_null()) << "this decision had no probe";
+  EXPECT_EQ(j["capped_by_probe"], false);
+  EXPECT_EQ(j["margin_source"], d.margin_source);
+  EXPECT_EQ(j["reason"], d.reason);
+  EXPECT_EQ(j["time"], 1700000000.5);
+
+  const auto& in = j["inputs"];
+  ASSERT_EQ(in["bounds"].size(), d.inputs.bounds.size());
+  ASSERT_FALSE(d.inputs.bounds.empty());
+  for (std::size_t i = 0; i < d.inputs.bounds.size(); ++i) {
+    const BudgetBound& b = d.inputs.bounds[i];
+    const auto& jb = in["bounds"][i];
+    EXPECT_EQ(jb["name"], b.name);
+    EXPECT_EQ(jb["kind"], b.kind);
+    EXPECT_EQ(jb["limit_bytes"], b.limit);
+    EXPECT_EQ(jb["usage_bytes"], b.usage);
+    EXPECT_EQ(jb["reclaimable_bytes"], b.reclaimable);
+    EXPECT_EQ(jb["neighbours_bytes"], b.neighbours);
+    EXPECT_EQ(jb["room_bytes"], b.room());
+  }
+  EXPECT_EQ(in["bounds"].back()["name"], "host");
+  EXPECT_EQ(in["prover_usage_bytes"], d.inputs.prover_usage);
+  EXPECT_EQ(in["prover_processes"], 1);
+  EXPECT_TRUE(in["self_reported_bytes"].is_null());
+  EXPECT_EQ(in["overhead_bytes"], d.inputs.overhead);
+  EXPECT_EQ(in["probe"]["allocatable_bytes"], 2 * kGiB);
+  EXPECT_EQ(in["probe"]["prover_usage_bytes"], 3 * kGiB);
+  EXPECT_DOUBLE_EQ(in["probe"]["age_seconds"].get<double>(), 5.0);
+
+  const auto& l = j["learned"];
+  EXPECT_EQ(l["learned_margin_bytes"], c.state().learned_margin);
+  EXPECT_GT(c.state().learned_margin, BudgetPolicy{}.margin_floor) << "the kill grew it";
+  EXPECT_EQ(l["oom_kills"], 1);
+  EXPECT_EQ(l["clean_runs"], 0);
+  EXPECT_EQ(l["last_kill"]["what"], k.what);
+  EXPECT_EQ(l["last_kill"]["charge_bytes"], k.charge);
+  EXPECT_EQ(l["last_kill"]["self_reported_bytes"], 3 * kGiB);
+  EXPECT_EQ(l["last_kill"]["prover_victim"], true);
+  ASSERT_EQ(l["history"].size(), 1u);
+  EXPECT_EQ(l["history"][0]["after_bytes"], c.state().learned_margin);
+
+  // Nothing learned, no probe: nulls, not missing keys.
+  testing::FixtureTree t2;
+  BudgetController fresh(BudgetPolicy{});
+  const nlohmann::json f = budgetJson(fixtureDecision(t2, fresh), fresh.state(), 0);
+  EXPECT_TRUE(f["inputs"]["probe"].is_null());
+  EXPECT_TRUE(f["learned"]["last_kill"].is_null());
+  EXPECT_TRUE(f["learned"]["history"].empty());
 }
 
 }  // namespace

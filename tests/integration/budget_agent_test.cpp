@@ -1,0 +1,470 @@
+// The agent's budget on a real kernel: the real binary beside a prover in a real memory cgroup.
+// A neighbour that grows its shared memory lowers /v1/budget on the next tick; an OOM kill of
+// the prover raises the generation and the margin at once and is kept in the state file;
+// `headroom budget` prints the agent's budget while it runs, and one computed locally that
+// agrees with it when it does not.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "headroom/controller.h"
+#include "headroom/parse.h"
+#include "testing/cgroup_sandbox.h"
+#include "testing/child_process.h"
+
+namespace headroom {
+namespace {
+
+using testing::CgroupSandbox;
+using testing::ChildProcess;
+using testing::runCommand;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+#define SKIP_WITHOUT_ROOT()                                                         \
+  do {                                                                              \
+    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;        \
+    if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) GTEST_SKIP() << "no BTF"; \
+  } while (0)
+
+// A directory removed with everything in it; under /dev/shm for shared memory files.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const char* parent = "/tmp") {
+    std::string tmpl = fmt::format("{}/headroom-budget-test-XXXXXX", parent);
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+struct Http {
+  int status = 0;
+  std::string body;
+};
+Http get(int port, const std::string& path) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(10, 0);
+  auto r = c.Get(path);
+  if (!r) return {};
+  return {r->status, r->body};
+}
+
+// The value of one series in an exposition text: `name{...}` whose labels include `want`.
+std::optional<double> metric(const std::string& text, const std::string& name,
+                             const std::map<std::string, std::string>& want = {}) {
+  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
+  for (auto line : splitLines(text)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.substr(0, name.size()) != name) continue;
+    std::string_view rest = line.substr(name.size());
+    std::map<std::string, std::string> labels;
+    if (!rest.empty() && rest[0] == '{') {
+      auto close = rest.rfind('}');
+      std::string inner(rest.substr(1, close - 1));
+      for (std::sregex_iterator it(inner.begin(), inner.end(), kLabel), end; it != end; ++it)
+        labels[(*it)[1]] = (*it)[2];
+      rest = rest.substr(close + 1);
+    } else if (!rest.empty() && rest[0] != ' ') {
+      continue;  // a longer name with this prefix
+    }
+    bool match = true;
+    for (const auto& [k, v] : want) match = match && labels.count(k) && labels[k] == v;
+    if (!match) continue;
+    return std::strtod(std::string(trim(rest)).c_str(), nullptr);
+  }
+  return std::nullopt;
+}
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The agent binary, its stderr folded into the stdout the test reads; it listens on a port the
+// kernel picks and says which in its "serving on" line.
+class Agent {
+ public:
+  explicit Agent(std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", HEADROOM_BINARY, "agent", "--listen",
+                                     "127.0.0.1:0"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto c = ChildProcess::spawn(argv);
+    if (!c) throw std::runtime_error(c.error().describe());
+    child_.emplace(std::move(*c));
+    static const std::regex kServing(R"(serving on http://127\.0\.0\.1:([0-9]+) \(([^)]*)\))");
+    while (auto line = child_->readLine(30s)) {
+      log_ += *line + "\n";
+      std::smatch m;
+      if (std::regex_search(*line, m, kServing)) {
+        port_ = std::stoi(m[1]);
+        paths_ = m[2];
+        return;
+      }
+    }
+    throw std::runtime_error("the agent never said where it serves");
+  }
+  int port() const { return port_; }
+  const std::string& servedPaths() const { return paths_; }
+  std::string url() const { return fmt::format("http://127.0.0.1:{}", port_); }
+  ChildProcess& child() { return *child_; }
+
+  // /v1/budget once it answers 200 and `pred` holds.
+  template <typename Pred>
+  std::optional<nlohmann::json> waitBudget(Pred pred, std::chrono::milliseconds limit = 20s,
+                                           std::chrono::milliseconds every = 50ms) {
+    auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      Http r = get(port_, "/v1/budget");
+      if (r.status == 200) {
+        auto j = nlohmann::json::parse(r.body);
+        if (pred(j)) return j;
+      }
+      std::this_thread::sleep_for(every);
+    }
+    return std::nullopt;
+  }
+  std::optional<nlohmann::json> waitBudget() {
+    return waitBudget([](const nlohmann::json&) { return true; });
+  }
+  // Stops it (SIGTERM) and returns everything it logged.
+  std::string stop() {
+    child_->kill(SIGTERM);
+    while (auto line = child_->readLine(20s)) log_ += *line + "\n";
+    (void)child_->wait(20s);
+    return log_;
+  }
+
+ private:
+  int port_ = 0;
+  std::string paths_;
+  std::optional<ChildProcess> child_;
+  std::string log_;
+};
+
+ChildProcess spawnReady(const std::vector<std::string>& args, const std::string& procs) {
+  auto c = ChildProcess::spawn(args, procs);
+  if (!c) throw std::runtime_error(c.error().describe());
+  auto line = c->readLine();
+  if (!line || line->rfind("ready", 0) != 0) throw std::runtime_error("workload did not get ready");
+  return std::move(*c);
+}
+
+std::uint64_t u64(const nlohmann::json& j, const char* key) { return j.at(key).get<std::uint64_t>(); }
+double mib(std::uint64_t b) { return static_cast<double>(b) / static_cast<double>(kMiB); }
+
+// The workload's comm as the kernel keeps it (15 bytes): the prover, unless the colocated rule
+// (its command line creates shared memory) matched first.
+const std::vector<std::string> kRoleRules = {"--role-rule", "colocated=cmdline:--shm-create", "--role-rule",
+                                             "prover=comm:headroom-worklo"};
+
+TEST(BudgetAgent, NeighbourGrowingSharedMemoryLowersTheBudgetOnTheNextTick) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("budget-neighbour");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(512 * kMiB));
+  TempDir tmp;
+  TempDir shm("/dev/shm");
+  auto prover = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(64 * kMiB)}, sb->procsFile());
+
+  // budget.cgroup unset: the agent finds the prover's cgroup from the role rule.
+  std::vector<std::string> args = {"--interval", "200ms", "--cgroup", sb->path(), "--budget.margin-floor", "16MiB",
+                                   "--budget.hysteresis", "1MiB", "--budget.state-file", tmp.file("state.json"),
+                                   "--budget.file", tmp.file("budget")};
+  args.insert(args.end(), kRoleRules.begin(), kRoleRules.end());
+  Agent agent(args);
+  EXPECT_NE(agent.servedPaths().find("/v1/budget"), std::string::npos) << agent.servedPaths();
+  auto before = agent.waitBudget([](const nlohmann::json& j) { return j["inputs"]["prover_processes"] == 1; });
+  ASSERT_TRUE(before) << get(agent.port(), "/v1/budget").body;
+  EXPECT_EQ((*before)["cgroup"], sb->path());
+  const std::uint64_t b0 = u64(*before, "budget_bytes");
+  const std::uint64_t gen0 = u64(*before, "generation");
+  EXPECT_EQ(u64(*before, "margin_bytes"), 16 * kMiB) << before->dump();
+  EXPECT_EQ((*before)["tightest_bound"], sb->path());
+  // Nothing else in the cgroup: the budget is the limit less the margin, give or take the
+  // kernel's own charge.
+  EXPECT_GT(b0, 512 * kMiB - 16 * kMiB - 24 * kMiB) << before->dump();
+  EXPECT_LE(b0, 512 * kMiB - 16 * kMiB + 8 * kMiB) << before->dump();
+  // The budget file for launch scripts holds the published budget.
+  auto fileHolds = [&](std::uint64_t want) {
+    for (auto end = Clock::now() + 5s; Clock::now() < end; std::this_thread::sleep_for(50ms)) {
+      std::ifstream f(tmp.file("budget"));
+      std::stringstream text;
+      text << f.rdbuf();
+      if (text.str() == fmt::format("{}\n", want)) return true;
+    }
+    return false;
+  };
+  auto published = agent.waitBudget([&](const nlohmann::json& j) { return u64(j, "generation") >= gen0; });
+  ASSERT_TRUE(published);
+  EXPECT_TRUE(fileHolds(u64(*published, "budget_bytes")));
+
+  // A Curio-like neighbour in the same cgroup takes 128 MiB of shared memory.
+  auto neighbour = spawnReady({HEADROOM_WORKLOAD, "--shm-create", shm.file("curio-shm"), std::to_string(128 * kMiB)},
+                              sb->procsFile());
+  const double ready_at = unixNow();
+  const auto ready_mono = Clock::now();
+  // Every decision from a sample taken after the neighbour was ready shows it: the next tick.
+  auto after = agent.waitBudget([&](const nlohmann::json& j) { return j["time"].get<double>() > ready_at; }, 5s, 20ms);
+  ASSERT_TRUE(after) << "no sample after the neighbour grew";
+  const double waited_ms = std::chrono::duration<double, std::milli>(Clock::now() - ready_mono).count();
+  const std::uint64_t b1 = u64(*after, "budget_bytes");
+  const std::uint64_t growth = u64(*after, "neighbour_growth_bytes");
+  std::cout << fmt::format("budget {:.1f} MiB (generation {}) -> {:.1f} MiB (generation {}) on the first sample after "
+                           "the neighbour's 128 MiB of shmem, {:.0f} ms later; neighbours' growth {:.1f} MiB\n",
+                           mib(b0), gen0, mib(b1), u64(*after, "generation"), waited_ms, mib(growth));
+  EXPECT_GT(u64(*after, "generation"), gen0);
+  EXPECT_LT(waited_ms, 1500.0) << "the next tick of a 200 ms interval";
+  // The shmem is charged under the bound (its usage), and its growth is expected again.
+  EXPECT_NEAR(mib(growth), 128.0, 16.0) << after->dump();
+  EXPECT_NEAR(mib(b0 - b1), 128.0 + mib(growth), 16.0) << after->dump();
+  EXPECT_EQ(u64(*after, "margin_bytes"), 16 * kMiB);
+  EXPECT_TRUE(fileHolds(b1)) << "the budget file follows the new generation";
+  // The metrics say the same.
+  auto text = get(agent.port(), "/metrics").body;
+  auto now = agent.waitBudget();
+  ASSERT_TRUE(now);
+  EXPECT_EQ(metric(text, "headroom_budget_bytes", {{"cgroup", sb->path()}}), static_cast<double>(u64(*now, "budget_bytes")));
+  EXPECT_EQ(metric(text, "headroom_margin_bytes", {{"cgroup", sb->path()}}), 16.0 * kMiB);
+  EXPECT_GE(metric(text, "headroom_budget_generation", {{"cgroup", sb->path()}}).value_or(0), static_cast<double>(gen0 + 1));
+  neighbour.closeStdin();
+  prover.closeStdin();
+  (void)neighbour.wait();
+  (void)prover.wait();
+  agent.stop();
+}
+
+TEST(BudgetAgent, OomKillOfTheProverRaisesGenerationAndMarginAtOnce) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("budget-oom");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(128 * kMiB));
+  TempDir tmp;
+  const std::string state = tmp.file("state.json");
+  // A long interval: a new generation within a second or two of the kill came from the kill,
+  // not from the next sample. budget.cgroup set: a budget before the prover starts.
+  std::vector<std::string> args = {"--interval", "10s", "--cgroup", sb->path(), "--budget.cgroup", sb->path(),
+                                   "--budget.margin-floor", "16MiB", "--budget.margin-step", "8MiB", "--budget.hysteresis",
+                                   "1MiB", "--budget.state-file", state};
+  args.insert(args.end(), kRoleRules.begin(), kRoleRules.end());
+  Agent agent(args);
+  auto before = agent.waitBudget();
+  ASSERT_TRUE(before) << get(agent.port(), "/v1/budget").body;
+  EXPECT_EQ((*before)["inputs"]["prover_processes"], 0) << "no prover yet, and a budget already";
+  const std::uint64_t gen0 = u64(*before, "generation");
+  const std::uint64_t m0 = u64(*before, "margin_bytes");
+  EXPECT_EQ(m0, 16 * kMiB);
+  EXPECT_EQ((*before)["learned"]["oom_kills"], 0);
+
+  auto prover = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon-slow", std::to_string(512 * kMiB)}, sb->procsFile());
+  ASSERT_TRUE(prover);
+  auto st = prover->wait(60s);
+  ASSERT_TRUE(st);
+  ASSERT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << "the prover was not OOM-killed: " << *st;
+  const auto killed_at = Clock::now();
+  auto after = agent.waitBudget([](const nlohmann::json& j) { return j["learned"]["oom_kills"] == 1; }, 15s, 20ms);
+  ASSERT_TRUE(after) << get(agent.port(), "/v1/budget").body;
+  const double published_ms = std::chrono::duration<double, std::milli>(Clock::now() - killed_at).count();
+  const std::uint64_t m1 = u64(*after, "margin_bytes");
+  const std::uint64_t gen1 = u64(*after, "generation");
+  const auto& kill = (*after)["learned"]["last_kill"];
+  std::cout << fmt::format("OOM kill: margin {:.1f} -> {:.1f} MiB, generation {} -> {}, budget {:.1f} -> {:.1f} MiB, "
+                           "published {:.0f} ms after the kill (interval 10 s); evidence: charge {:.1f} MiB for a budget "
+                           "of {:.1f} MiB, page tables {:.2f} MiB\n",
+                           mib(m0), mib(m1), gen0, gen1, mib(u64(*before, "budget_bytes")), mib(u64(*after, "budget_bytes")),
+                           published_ms, mib(u64(kill, "charge_bytes")), mib(u64(kill, "budget_bytes")),
+                           mib(u64(kill, "page_tables_bytes")));
+  EXPECT_GT(gen1, gen0);
+  EXPECT_LT(published_ms, 5000.0) << "published at once, not at the next 10 s sample";
+  // At least margin x 1.5 and margin + step; from the evidence when that says more.
+  EXPECT_GE(m1, m0 * 3 / 2);
+  EXPECT_GE(m1, m0 + 8 * kMiB);
+  EXPECT_EQ(u64((*after)["learned"], "learned_margin_bytes"), m1);
+  EXPECT_EQ(kill["prover_victim"], true);
+  EXPECT_NE(kill["what"].get<std::string>().find(std::to_string(prover->pid())), std::string::npos) << kill.dump();
+  EXPECT_GT(u64(kill, "charge_bytes"), 64 * kMiB) << "the victim's memory at the kill";
+  EXPECT_LT(u64(*after, "budget_bytes"), u64(*before, "budget_bytes")) << "a larger margin, a smaller budget";
+  EXPECT_NE((*after)["margin_source"].get<std::string>().find("OOM kill"), std::string::npos) << after->dump();
+
+  // The state file holds what was learned, for the next start and for `headroom run`.
+  std::ifstream f(state);
+  ASSERT_TRUE(f) << state;
+  auto saved = nlohmann::json::parse(f);
+  EXPECT_EQ(u64(saved, "learned_margin_bytes"), m1);
+  EXPECT_EQ(saved["oom_kills"], 1);
+  EXPECT_EQ(saved["last_kill"]["prover_victim"], true);
+
+  auto text = get(agent.port(), "/metrics").body;
+  std::map<std::string, std::string> cg = {{"cgroup", sb->path()}};
+  EXPECT_EQ(metric(text, "headroom_budget_margin_changes_total", {{"cgroup", sb->path()}, {"reason", "oom_kill"}}), 1.0);
+  EXPECT_EQ(metric(text, "headroom_margin_bytes", cg), static_cast<double>(m1));
+
+  // `headroom budget` while the agent runs: the agent's budget, whatever it would compute here.
+  // Compared with /v1/budget read before and after it, the same generation both times.
+  auto besideAgent = [&](const std::string& format) -> std::pair<testing::CommandResult, nlohmann::json> {
+    for (int i = 0;; ++i) {
+      auto first = agent.waitBudget();
+      auto r = runCommand({HEADROOM_BINARY, "budget", "--agent", agent.url(), "--format", format});
+      auto second = agent.waitBudget();
+      if (!first || !second) throw std::runtime_error("/v1/budget stopped answering");
+      if ((*first)["generation"] == (*second)["generation"] || i == 4) return {r, *second};
+    }
+  };
+  auto [bytes, now] = besideAgent("bytes");
+  ASSERT_EQ(bytes.exit_code, 0) << bytes.err;
+  EXPECT_EQ(bytes.out, fmt::format("{}\n", u64(now, "budget_bytes")));
+  auto [env, then] = besideAgent("env");
+  EXPECT_EQ(env.out, fmt::format("HEADROOM_BUDGET_BYTES={} HEADROOM_MARGIN_BYTES={} HEADROOM_BUDGET_GENERATION={} "
+                                 "HEADROOM_BUDGET_SOURCE=agent\n",
+                                 u64(then, "budget_bytes"), m1, u64(then, "generation")));
+
+  // Restarted, the agent starts from the learned margin.
+  std::string log = agent.stop();
+  EXPECT_NE(log.find("OOM kill #1"), std::string::npos) << log;
+  Agent again(args);
+  auto resumed = again.waitBudget();
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(u64(*resumed, "margin_bytes"), m1);
+  EXPECT_EQ((*resumed)["learned"]["oom_kills"], 1);
+  again.stop();
+}
+
+TEST(BudgetAgent, LocalBudgetAgreesWithTheAgentsWithinTheHysteresis) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("budget-local");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(256 * kMiB));
+  TempDir tmp;
+  TempDir shm("/dev/shm");
+  const std::string state = tmp.file("state.json");
+  auto prover = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(48 * kMiB)}, sb->procsFile());
+  auto neighbour = spawnReady({HEADROOM_WORKLOAD, "--shm-create", shm.file("shm"), std::to_string(32 * kMiB)},
+                              sb->procsFile());
+  std::vector<std::string> policy = {"--budget.margin-floor", "16MiB", "--budget.hysteresis", "1MiB",
+                                     "--budget.state-file", state};
+  std::vector<std::string> args = {"--interval", "200ms", "--cgroup", sb->path()};
+  args.insert(args.end(), policy.begin(), policy.end());
+  args.insert(args.end(), kRoleRules.begin(), kRoleRules.end());
+  Agent agent(args);
+  // A few samples in, so that the agent's window holds a steady state.
+  ASSERT_TRUE(agent.waitBudget([](const nlohmann::json& j) { return j["inputs"]["prover_processes"] == 1; }));
+  std::this_thread::sleep_for(1s);
+  auto theirs = agent.waitBudget();
+  ASSERT_TRUE(theirs);
+  const std::uint64_t agent_budget = u64(*theirs, "budget_bytes");
+  const std::string port = std::to_string(agent.port());
+  agent.stop();
+
+  std::vector<std::string> local = {HEADROOM_BINARY, "--log-level", "info", "budget", "--agent", "http://127.0.0.1:" + port,
+                                    "--cgroup", sb->path(), "--margin-floor", "16MiB", "--state-file", state,
+                                    "--format", "json"};
+  local.insert(local.end(), kRoleRules.begin(), kRoleRules.end());
+  auto r = runCommand(local);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["source"], "local") << "no agent any more";
+  EXPECT_NE(r.err.find("computing it here"), std::string::npos) << r.err;
+  const std::uint64_t mine = u64(j, "budget_bytes");
+  // The agent moves its published budget only beyond the larger of 1 MiB and 1% of it.
+  const double band = std::max(1.0, mib(agent_budget) / 100.0);
+  std::cout << fmt::format("agent {:.2f} MiB, local {:.2f} MiB: {:+.2f} MiB (hysteresis {:.2f} MiB)\n", mib(agent_budget),
+                           mib(mine), mib(mine) - mib(agent_budget), band);
+  EXPECT_NEAR(mib(mine), mib(agent_budget), band) << r.out;
+  EXPECT_EQ(j["inputs"]["prover_processes"], 1);
+  EXPECT_EQ(u64(j, "margin_bytes"), 16 * kMiB);
+  std::vector<std::string> plain = {HEADROOM_BINARY, "budget", "--local", "--cgroup", sb->path(), "--margin-floor", "16MiB",
+                                    "--state-file", state};
+  plain.insert(plain.end(), kRoleRules.begin(), kRoleRules.end());
+  auto b = runCommand(plain);
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NEAR(mib(std::stoull(b.out)), mib(agent_budget), band);
+  EXPECT_TRUE(b.err.empty()) << b.err;
+  neighbour.closeStdin();
+  prover.closeStdin();
+}
+
+TEST(BudgetAgent, SighupAppliesANewPolicyAndKeepsWhatWasLearned) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("budget-reload");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(128 * kMiB));
+  TempDir tmp;
+  // What an earlier OOM kill taught: a 24 MiB margin.
+  ControllerState learned;
+  learned.learned_margin = 24 * kMiB;
+  learned.oom_kills = 1;
+  ASSERT_TRUE(saveState(tmp.file("state.json"), learned));
+  auto config = [&](const std::string& floor) {
+    std::ofstream(tmp.file("agent.toml")) << fmt::format(
+        "interval = \"200ms\"\ncgroups = [\"{0}\"]\n[budget]\ncgroup = \"{0}\"\nmargin_floor = \"{1}\"\nhysteresis = \"1MiB\"\n"
+        "state_file = \"{2}\"\nfile = \"{3}\"\n",
+        sb->path(), floor, tmp.file("state.json"), tmp.file("budget"));
+  };
+  config("16MiB");
+  Agent agent({"--config", tmp.file("agent.toml")});
+  auto first = agent.waitBudget();
+  ASSERT_TRUE(first) << get(agent.port(), "/v1/budget").body;
+  EXPECT_EQ(u64(*first, "margin_bytes"), 24 * kMiB) << "the learned margin, above the floor";
+  EXPECT_EQ((*first)["learned"]["oom_kills"], 1);
+  auto fileText = [&] {
+    std::ifstream f(tmp.file("budget"));
+    std::stringstream text;
+    text << f.rdbuf();
+    return text.str();
+  };
+  EXPECT_EQ(fileText(), fmt::format("{}\n", u64(*first, "budget_bytes")));
+
+  // A floor above the limit: no room, said on /v1/budget; the budget file goes, the gauge too.
+  config("1GiB");
+  agent.child().kill(SIGHUP);
+  Http none;
+  for (auto end = Clock::now() + 10s; Clock::now() < end; std::this_thread::sleep_for(50ms)) {
+    none = get(agent.port(), "/v1/budget");
+    if (none.status == 503) break;
+  }
+  ASSERT_EQ(none.status, 503) << none.body;
+  auto j = nlohmann::json::parse(none.body);
+  EXPECT_NE(j["error"].get<std::string>().find("no room"), std::string::npos) << none.body;
+  EXPECT_EQ(j["cgroup"], sb->path());
+  EXPECT_EQ(j["decision"]["valid"], false);
+  EXPECT_EQ(u64(j["decision"], "margin_bytes"), 1ULL << 30);
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("budget"))) << "no stale budget for a launch script";
+  auto text = get(agent.port(), "/metrics").body;
+  EXPECT_FALSE(metric(text, "headroom_budget_bytes", {{"cgroup", sb->path()}}));
+  EXPECT_EQ(metric(text, "headroom_margin_bytes", {{"cgroup", sb->path()}}), static_cast<double>(1ULL << 30));
+
+  // A low floor again: the learned 24 MiB is still there.
+  config("8MiB");
+  agent.child().kill(SIGHUP);
+  auto back = agent.waitBudget();
+  ASSERT_TRUE(back);
+  EXPECT_EQ(u64(*back, "margin_bytes"), 24 * kMiB);
+  EXPECT_GT(u64(*back, "generation"), u64(*first, "generation"));
+  EXPECT_EQ(fileText(), fmt::format("{}\n", u64(*back, "budget_bytes")));
+  agent.stop();
+}
+
+}  // namespace
+}  // namespace headroom
