@@ -1,6 +1,7 @@
-// `headroom agent`: the sidecar. The main thread samples every interval and consumes the
-// sensors' events between samples; the HTTP thread serves what the last sample and the events
-// say. SIGTERM/SIGINT stop it cleanly, SIGHUP reloads the config.
+// `headroom agent`: the sidecar. The main thread samples every interval, recomputes the prover's
+// budget and consumes the sensors' events between samples; the HTTP thread serves what the last
+// sample, the last budget and the events say. SIGTERM/SIGINT stop it cleanly, SIGHUP reloads the
+// config.
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -21,10 +22,13 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <set>
+#include <utility>
 
 #include "agent/cli/commands.h"
+#include "headroom/controller.h"
 #include "headroom/exporter.h"
 #include "headroom/http_server.h"
 #include "headroom/parse.h"
@@ -141,6 +145,10 @@ Captured runCaptured(const std::vector<std::string>& argv, std::chrono::seconds 
   return c;
 }
 
+bool hasProverRule(const std::vector<RoleRule>& rules) {
+  return std::any_of(rules.begin(), rules.end(), [](const RoleRule& r) { return r.role == Role::kProver; });
+}
+
 class Agent {
  public:
   // `fs` and `self_fs` outlive the agent (the collector holds the first).
@@ -165,6 +173,15 @@ class Agent {
  private:
   void startSensors();
   void sample();
+  // The prover's budget, each sample: which cgroup, the controller's decision, what is served.
+  std::string budgetCgroup() const;  // configured, or where the prover was last seen; "" none
+  void addBudgetCgroup(RawSample& raw) const;
+  void updateBudget(const Snapshot& snap);
+  void openController(const std::string& cgroup);
+  void saveBudgetState(const char* why);
+  void budgetUnavailable(const std::string& why, const std::string& cgroup = "");
+  void budgetOnOom(const OomEvent& e);
+  void writeBudgetFile(const BudgetDecision& d);
   std::size_t consumeEvents();  // the OOM kills among them
   void reload();
   void updateSelf();
@@ -178,6 +195,7 @@ class Agent {
   HttpResponse snapshotJson() const;
   HttpResponse oomsJson(const HttpQuery& q) const;
   HttpResponse probe(const HttpQuery& q);
+  HttpResponse budgetJson() const;
   void publishProbeSettings();  // what the HTTP thread may read of the config
 
   const AgentOptions& opts_;
@@ -198,6 +216,29 @@ class Agent {
   Clock::time_point last_sample_start_{};
   std::int64_t started_mono_ns_ = 0;
 
+  // The budget (main thread only).
+  std::optional<BudgetController> controller_;
+  std::string controller_cgroup_;   // the cgroup controller_ decides for
+  std::string prover_seen_in_;      // auto mode: the cgroup the prover was last seen in
+  std::string state_path_;
+  bool state_frozen_ = false;       // the state file was unreadable: never overwritten
+  bool state_save_failing_ = false; // said once, until a save works again
+  bool state_unsaved_ = false;      // learned something the file does not hold yet
+  bool grown_unpublished_ = false;  // the margin grew and no decision has used it yet
+  std::optional<std::int64_t> clean_since_ns_;  // prover present, no kill, since then
+  std::uint64_t published_generation_ = 0;
+  std::string budget_unavailable_;  // the reason last logged, so it is said once
+  bool budget_file_failing_ = false;
+  bool budget_now_ = false;         // a kill grew the margin: decide again at once
+  // What this sample will publish, handed to the HTTP thread with the snapshot, after the
+  // exporter's update: /v1/budget never shows a generation /metrics does not have yet.
+  struct BudgetPublication {
+    HttpResponse response;
+    std::string cgroup;
+    std::uint64_t prover_usage = 0;
+  };
+  std::optional<BudgetPublication> budget_pending_;
+
   // Read by the HTTP thread.
   mutable std::mutex mu_;
   std::shared_ptr<const Snapshot> snapshot_;
@@ -216,6 +257,11 @@ class Agent {
   std::optional<Clock::time_point> last_probe_;
   std::mutex probe_running_;           // one probe at a time
   std::atomic<bool> sample_soon_{false};  // a probe finished: show its figures now
+  std::atomic<bool> probe_active_{false};  // the budget holds still while a probe allocates
+  HttpResponse budget_response_{503, "application/json", "{\"error\":\"no sample yet: the first budget comes with the first sample\"}\n"};
+  std::string budget_cgroup_published_;     // for the probe handler
+  std::uint64_t prover_usage_published_ = 0;
+  std::optional<std::pair<std::string, ProbeFinding>> probe_finding_;  // by cgroup
 };
 
 void Agent::publishProbeSettings() {
@@ -274,7 +320,19 @@ HttpResponse Agent::probe(const HttpQuery& q) {
     }
   }
   spdlog::info("probe of {} requested", cgroup);
+  // A probe of the prover's cgroup caps its budget (allocatable plus what the prover held when
+  // it started); while it allocates, the budget holds still rather than follow the probe.
+  bool for_budget = false;
+  std::uint64_t prover_usage = 0;
+  {
+    std::lock_guard lock(mu_);
+    for_budget = !budget_cgroup_published_.empty() && normaliseCgroupPath(cgroup) == budget_cgroup_published_;
+    prover_usage = prover_usage_published_;
+  }
+  std::int64_t probe_start_ns = monoNs();
+  if (for_budget) probe_active_ = true;
   Captured c = runCaptured(argv, std::chrono::minutes(15));
+  probe_active_ = false;
   int code = c.status >= 0 && WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
   if (code == kExitBadInput) {
     exporter_.countProbe("refused");
@@ -299,6 +357,12 @@ HttpResponse Agent::probe(const HttpQuery& q) {
   f.aborted = j.value("aborted", false);
   exporter_.recordProbe(j.value("cgroup", cgroup), f);
   exporter_.countProbe(f.aborted ? "aborted" : "done");
+  if (for_budget) {
+    // An aborted probe stopped where pressure rose: that is a fair cap too.
+    std::lock_guard lock(mu_);
+    probe_finding_.emplace(normaliseCgroupPath(j.value("cgroup", cgroup)),
+                           ProbeFinding{static_cast<std::uint64_t>(f.allocatable_bytes), prover_usage, probe_start_ns});
+  }
   spdlog::info("probe of {}: {} allocatable{}", cgroup, formatBytes(static_cast<std::uint64_t>(f.allocatable_bytes)),
                f.aborted ? " (aborted: pressure rose)" : "");
   sample_soon_ = true;
@@ -325,6 +389,271 @@ void Agent::startSensors() {
   sensor_status_ = sensors_->status();
 }
 
+std::string Agent::budgetCgroup() const {
+  if (!cfg_.budget.enabled) return {};
+  return cfg_.budget.cgroup.empty() ? prover_seen_in_ : cfg_.budget.cgroup;
+}
+
+void Agent::addBudgetCgroup(RawSample& raw) const {
+  // Watching every cgroup that holds a process, a prover cgroup still empty (the launch script
+  // asks before the prover starts) would be missing: read it, and its ancestors for the bounds.
+  std::string path = budgetCgroup();
+  if (path.empty()) return;
+  auto has = [&](const std::string& p) {
+    return std::any_of(raw.cgroups.begin(), raw.cgroups.end(), [&](const CgroupMemory& c) { return c.path == p; });
+  };
+  if (has(path)) return;
+  auto cg = collector_.hierarchy().read(path);
+  if (!cg) return;  // budgetInputs says it is not there
+  for (auto parent = parentCgroup(path); parent; parent = parentCgroup(*parent)) {
+    if (raw.ancestors.count(*parent) != 0 || has(*parent)) continue;
+    if (auto a = collector_.hierarchy().read(*parent)) raw.ancestors.emplace(*parent, std::move(*a));
+  }
+  raw.cgroups.push_back(std::move(*cg));
+}
+
+void Agent::openController(const std::string& cgroup) {
+  if (controller_) saveBudgetState("the prover's cgroup changed");
+  state_path_ = cfg_.budget.state_file.empty() ? defaultStatePath(cgroup) : cfg_.budget.state_file;
+  state_frozen_ = false;
+  state_save_failing_ = false;
+  state_unsaved_ = false;
+  ControllerState state;
+  auto loaded = loadState(state_path_);
+  if (!loaded) {
+    // Overwriting it would throw away what an operator may want to read or repair.
+    spdlog::warn("budget: {}; starting from a fresh state, and leaving that file as it is: nothing learned is "
+                 "saved until it is repaired or removed",
+                 loaded.error().describe());
+    state_frozen_ = true;
+  } else if (*loaded) {
+    state = std::move(**loaded);
+    spdlog::info("budget for {}: state from {}: learned margin {}, {} OOM kill(s), {} clean period(s)", cgroup, state_path_,
+                 formatBytes(state.learned_margin), state.oom_kills, state.clean_runs);
+  } else {
+    spdlog::info("budget for {}: no state at {} yet, starting fresh", cgroup, state_path_);
+  }
+  state.retries = 0;  // `headroom run`'s count; the agent retries nothing
+  controller_.emplace(cfg_.budget.policy, std::move(state));
+  controller_cgroup_ = cgroup;
+  clean_since_ns_.reset();
+  grown_unpublished_ = false;
+}
+
+void Agent::saveBudgetState(const char* why) {
+  if (!controller_ || !state_unsaved_) return;
+  if (state_frozen_) {
+    spdlog::warn("budget: not saving the state ({}): {} was unreadable at start and is left as it is", why, state_path_);
+    return;
+  }
+  auto st = saveState(state_path_, controller_->state());
+  if (!st) {
+    if (!state_save_failing_)
+      spdlog::warn("budget: cannot save the state ({}): {}; learning in memory only until it can", why, st.error().describe());
+    state_save_failing_ = true;
+    return;
+  }
+  if (state_save_failing_) spdlog::info("budget: state saved to {} again", state_path_);
+  state_save_failing_ = false;
+  state_unsaved_ = false;
+}
+
+void Agent::budgetUnavailable(const std::string& why, const std::string& cgroup) {
+  if (why != budget_unavailable_) {
+    spdlog::warn("no budget: {}", why);
+    budget_unavailable_ = why;
+  }
+  exporter_.clearBudget();
+  nlohmann::json j = {{"error", why}};
+  if (!cgroup.empty()) j["cgroup"] = cgroup;
+  budget_pending_ = BudgetPublication{jsonResponse(503, j), cgroup, 0};
+}
+
+void Agent::updateBudget(const Snapshot& snap) {
+  if (!cfg_.budget.enabled) {
+    controller_.reset();
+    budgetUnavailable("the budget is off (budget.enabled = false)");
+    return;
+  }
+  if (cfg_.budget.cgroup.empty()) {
+    if (!hasProverRule(cfg_.role_rules)) {
+      budgetUnavailable(
+          "no prover to budget for: add a role rule for it (roles.rules, --role-rule prover=comm:NAME) or set "
+          "budget.cgroup (--budget.cgroup)");
+      return;
+    }
+    // The prover's cgroup: where the largest prover-role process is attributed; kept while a
+    // prover runs there, and remembered when none runs (a launch script asks before it starts).
+    const ProcessSnapshot* largest = nullptr;
+    bool still_there = false;
+    for (const ProcessSnapshot& p : snap.processes) {
+      if (p.role != Role::kProver) continue;
+      still_there = still_there || p.cgroup == prover_seen_in_;
+      if (largest == nullptr || p.attribution.rss > largest->attribution.rss) largest = &p;
+    }
+    if (largest != nullptr && !still_there && !largest->cgroup.empty()) {
+      spdlog::info("budget: the prover ({}, pid {}) runs in {}", largest->sample.comm, largest->sample.pid, largest->cgroup);
+      prover_seen_in_ = largest->cgroup;
+    }
+    if (prover_seen_in_.empty()) {
+      std::string rules;
+      for (const RoleRule& r : cfg_.role_rules) {
+        if (r.role == Role::kProver) rules += fmt::format("{}{}", rules.empty() ? "" : ", ", r.text());
+      }
+      budgetUnavailable(fmt::format("no process matching the prover rule(s) {} has been seen yet, and budget.cgroup is "
+                                    "not set (set it to have a budget before the prover starts)",
+                                    rules));
+      return;
+    }
+  }
+  const std::string cgroup = budgetCgroup();
+  if (!controller_ || controller_cgroup_ != cgroup) openController(cgroup);
+  if (probe_active_) return;  // the probe's allocations are not the neighbours' growth
+
+  auto in = budgetInputs(snap, ProverScope{cgroup, std::nullopt});
+  if (!in) {
+    budgetUnavailable(fmt::format("the prover's cgroup {} could not be read: it does not exist (yet), or is gone",
+                                  cgroup),
+                      cgroup);
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (probe_finding_ && probe_finding_->first == cgroup) in->probe = probe_finding_->second;
+  }
+  // A clean period: the prover ran through it without an OOM kill.
+  if (in->prover_processes == 0) {
+    clean_since_ns_.reset();
+  } else if (!clean_since_ns_) {
+    clean_since_ns_ = in->time_ns;
+  } else if (in->time_ns - *clean_since_ns_ >=
+             std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.budget.policy.clean_period).count()) {
+    clean_since_ns_ = in->time_ns;
+    if (auto change = controller_->onCleanRun()) {
+      spdlog::info("budget for {}: {}", cgroup, change->reason);
+      exporter_.countMarginChange(cgroup, "give_back");
+    }
+    state_unsaved_ = true;
+    saveBudgetState("a clean period");
+  }
+
+  BudgetDecision d = controller_->decide(*in);
+  grown_unpublished_ = false;
+  budget_unavailable_.clear();
+  exporter_.recordBudget(d);
+  if (d.generation != published_generation_) {
+    if (d.valid) spdlog::info("budget for {}: generation {}: {}", cgroup, d.generation, d.reason);
+    else spdlog::warn("no budget for {} (generation {}): {}", cgroup, d.generation, d.reason);
+    writeBudgetFile(d);
+    published_generation_ = d.generation;
+  } else {
+    spdlog::debug("budget for {}: {}", cgroup, d.reason);
+  }
+  double when = snap.wall_time_ns > 0 ? static_cast<double>(snap.wall_time_ns) / 1e9 : unixNow();
+  nlohmann::json doc = headroom::budgetJson(d, controller_->state(), when);
+  HttpResponse r;
+  if (d.valid) {
+    r = jsonResponse(200, doc);
+  } else {
+    r = jsonResponse(503, {{"error", fmt::format("no budget for {}: {}", cgroup, d.reason)}, {"cgroup", cgroup}, {"decision", doc}});
+  }
+  budget_pending_ = BudgetPublication{std::move(r), cgroup, in->prover_usage};
+}
+
+void Agent::writeBudgetFile(const BudgetDecision& d) {
+  if (cfg_.budget.file.empty()) return;
+  // No budget: no file, rather than a stale number a launch script would take for current.
+  Status st = ok();
+  if (!d.valid) {
+    if (::unlink(cfg_.budget.file.c_str()) != 0 && errno != ENOENT)
+      st = errnoError(fmt::format("removing {} (no budget)", cfg_.budget.file));
+  } else {
+    st = writeFileAtomic(cfg_.budget.file, fmt::format("{}\n", d.budget));
+  }
+  if (!st) {
+    if (!budget_file_failing_) spdlog::warn("budget: cannot write the budget file: {}", st.error().describe());
+    budget_file_failing_ = true;
+    return;
+  }
+  if (budget_file_failing_) spdlog::info("budget: the budget file {} is written again", cfg_.budget.file);
+  budget_file_failing_ = false;
+}
+
+void Agent::budgetOnOom(const OomEvent& e) {
+  if (!cfg_.budget.enabled) return;
+  std::shared_ptr<const Snapshot> snap;
+  {
+    std::lock_guard lock(mu_);
+    snap = snapshot_;
+  }
+  KillEvidence k;
+  k.time_ns = e.monotonic_time_ns != 0 ? e.monotonic_time_ns : monoNs();
+  k.prover_victim = false;
+  bool any = false;
+  std::string cgroup = budgetCgroup();
+  std::string what;
+  for (const OomVictim& v : e.victims) {
+    if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
+    auto [attributed, role] = resolveVictim(v);
+    // Auto mode: a prover killed before any sample saw it still tells where it runs.
+    if (cgroup.empty() && cfg_.budget.cgroup.empty() && role == Role::kProver && !attributed.empty()) {
+      spdlog::info("budget: the prover ({}, pid {}) ran in {}", v.comm, v.tgid, attributed);
+      prover_seen_in_ = attributed;
+      cgroup = attributed;
+    }
+    const std::string& memcg = v.cgroup.empty() ? attributed : v.cgroup;
+    if (cgroup.empty() || !cgroupIsWithin(memcg, cgroup)) continue;
+    bool prover = role == Role::kProver;
+    // The prover's own kill is the evidence; a kill beside it counts only when none of the
+    // prover's processes was a victim.
+    if (prover && !k.prover_victim) {
+      std::int64_t at = k.time_ns;
+      k = KillEvidence{};
+      k.time_ns = at;
+      k.prover_victim = true;
+      what.clear();
+    } else if (!prover && k.prover_victim) {
+      continue;
+    }
+    any = true;
+    const ProcessSnapshot* p = nullptr;
+    if (snap) {
+      p = snap->findProcess(v.tgid != 0 ? v.tgid : v.pid);
+      if (p != nullptr && p->sample.comm != v.comm) p = nullptr;  // a reused pid
+    }
+    if (v.anon_rss) {
+      k.charge += *v.anon_rss + v.file_rss.value_or(0) + v.shmem_rss.value_or(0) + v.pgtables.value_or(0);
+      k.page_tables += v.pgtables.value_or(0);
+    } else if (p != nullptr) {  // the kernel's figures did not come: the last sample's
+      k.charge += p->attribution.rss + p->attribution.page_tables;
+      k.page_tables += p->attribution.page_tables;
+    }
+    if (p != nullptr) {
+      k.pinned += p->attribution.pinned ? p->attribution.pinned->live_bytes : p->attribution.locked;
+      k.kernel += p->attribution.overhead_share;
+    }
+    what += fmt::format("{}pid {} ({}) in {}", what.empty() ? "" : ", ", v.tgid != 0 ? v.tgid : v.pid, v.comm, memcg);
+  }
+  if (!any) return;
+  k.what = fmt::format("{}: {}", e.from_bpf ? "mark_victim" : "kernel OOM report", what);
+  if (!controller_ || controller_cgroup_ != cgroup) openController(cgroup);
+  if (grown_unpublished_) {
+    // Killed under the budget the last growth already answered: growing again would count one
+    // shortfall twice.
+    spdlog::warn("budget for {}: OOM kill ({}) before the grown margin was published: margin kept", cgroup, k.what);
+    return;
+  }
+  if (controller_->last()) k.budget = controller_->last()->budget;
+  MarginChange c = controller_->onOomKill(k);
+  spdlog::warn("budget for {}: {}", cgroup, c.reason);
+  exporter_.countMarginChange(cgroup, "oom_kill");
+  grown_unpublished_ = true;
+  clean_since_ns_.reset();
+  state_unsaved_ = true;
+  saveBudgetState("an OOM kill");
+  budget_now_ = true;
+}
+
 void Agent::updateSelf() {
   if (auto st = self_fs_.readFile("/proc/self/status")) {
     if (auto p = parseProcStatus(*st)) self_.rss_bytes = p->vm_rss;
@@ -341,6 +670,10 @@ void Agent::sample() {
   last_sample_start_ = t0;
   CollectOptions co;
   co.cgroups = cfg_.cgroups;
+  // The prover's cgroup is sampled whatever else is watched: its processes make the budget.
+  if (std::string bc = budgetCgroup(); !bc.empty() && !co.cgroups.empty() &&
+      std::none_of(co.cgroups.begin(), co.cgroups.end(), [&](const std::string& w) { return cgroupIsWithin(bc, w); }))
+    co.cgroups.push_back(bc);
   co.missing_cgroups_ok = true;
   co.read_smaps = cfg_.smaps;
   co.max_processes = cfg_.max_processes;
@@ -386,7 +719,9 @@ void Agent::sample() {
     }
   }
   fillFromSensors(fs_, *raw, *sensors_);
+  addBudgetCgroup(*raw);
   auto snap = buildSnapshot(std::move(*raw), roles_);
+  updateBudget(*snap);
 
   ++self_.samples_total;
   self_.last_sample_duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -396,6 +731,12 @@ void Agent::sample() {
 
   std::lock_guard lock(mu_);
   snapshot_ = std::move(snap);
+  if (budget_pending_) {
+    budget_response_ = std::move(budget_pending_->response);
+    budget_cgroup_published_ = std::move(budget_pending_->cgroup);
+    prover_usage_published_ = budget_pending_->prover_usage;
+    budget_pending_.reset();
+  }
   sensor_status_ = sensors_->status();
   last_sample_mono_ns_ = monoNs();
   interval_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.interval).count();
@@ -452,6 +793,7 @@ std::size_t Agent::consumeEvents() {
       exporter_.recordOomKill(cgroup.empty() ? "unknown" : cgroup, role, v.comm, when);
     }
     spdlog::warn("{}", describeOom(e));
+    budgetOnOom(e);
     // A global OOM on a big host dumps every task: keep the largest, say how many there were.
     constexpr std::size_t kTasksKept = 256;
     nlohmann::json j = toJson(e);
@@ -487,6 +829,19 @@ void Agent::reload() {
     spdlog::warn("listen address {} takes effect at the next start (serving on {})", cfg->listen.text(),
                  server_ ? server_->address() : cfg_.listen.text());
   bool sensors_changed = !(cfg->sensors == cfg_.sensors);
+  // Another prover cgroup or state file: what was learned is saved, and the next sample opens
+  // the new one. Only the policy changed: the learned state carries over.
+  const BudgetConfig& nb = cfg->budget;
+  if (controller_ && (nb.enabled != cfg_.budget.enabled || nb.cgroup != cfg_.budget.cgroup || nb.state_file != cfg_.budget.state_file)) {
+    saveBudgetState("config reload");
+    controller_.reset();
+    controller_cgroup_.clear();
+  } else if (controller_ && !(nb.policy == cfg_.budget.policy)) {
+    ControllerState kept = controller_->state();
+    controller_.emplace(nb.policy, std::move(kept));
+    spdlog::info("budget: new policy applied, learned margin {} kept", formatBytes(controller_->state().learned_margin));
+  }
+  if (nb.cgroup != cfg_.budget.cgroup) prover_seen_in_.clear();
   ListenAddress listen = cfg_.listen;
   cfg_ = std::move(*cfg);
   cfg_.listen = listen;
@@ -557,6 +912,11 @@ HttpResponse Agent::healthz() const {
   return jsonResponse(status, j);
 }
 
+HttpResponse Agent::budgetJson() const {
+  std::lock_guard lock(mu_);
+  return budget_response_;
+}
+
 HttpResponse Agent::snapshotJson() const {
   std::shared_ptr<const Snapshot> snap;
   {
@@ -592,6 +952,7 @@ int Agent::run(std::ostream& err) {
   routes["/healthz"] = [this](const HttpQuery&) { return healthz(); };
   routes["/v1/snapshot"] = [this](const HttpQuery&) { return snapshotJson(); };
   routes["/v1/ooms"] = [this](const HttpQuery& q) { return oomsJson(q); };
+  routes["/v1/budget"] = [this](const HttpQuery&) { return budgetJson(); };
   routes["/v1/probe"] = [](const HttpQuery&) {
     return jsonResponse(405, {{"error", "POST /v1/probe runs a probe (when probe.enabled)"}});
   };
@@ -604,7 +965,7 @@ int Agent::run(std::ostream& err) {
     return kExitFailure;
   }
   server_ = std::move(*server);
-  spdlog::info("headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/ooms{}), cgroup v{} memory at {}",
+  spdlog::info("headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms{}), cgroup v{} memory at {}",
                kVersion, server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "", collector_.hierarchy().version(),
                fs_.display(collector_.hierarchy().mount().mount_point));
 
@@ -641,12 +1002,15 @@ int Agent::run(std::ostream& err) {
     // make the agent sample without pause (at most one extra sample a second).
     if (consumeEvents() > 0)
       next_sample = std::min(next_sample, last_sample_start_ + std::min<Clock::duration>(cfg_.interval, std::chrono::seconds(1)));
+    // The prover was OOM-killed: its grown margin is published now, not an interval later.
+    if (std::exchange(budget_now_, false)) next_sample = Clock::now();
   }
   spdlog::info("stopping: detaching the sensors");
   notify("STOPPING=1");
   server_.reset();
   (void)consumeEvents();
   sensors_.reset();
+  saveBudgetState("stopping");
   spdlog::info("stopped");
   return kExitOk;
 }
@@ -674,11 +1038,15 @@ int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
     return kExitBadInput;
   }
   if (opts.check_config) {
-    out << fmt::format("config OK{}: listen {}, interval {} ms, {} role rule(s), {} watched cgroup(s), log {} {}\n",
+    std::string budget = !cfg->budget.enabled              ? "off"
+                         : !cfg->budget.cgroup.empty()         ? fmt::format("for {}", cfg->budget.cgroup)
+                         : hasProverRule(cfg->role_rules)      ? std::string("for the prover's cgroup")
+                                                               : std::string("none (no prover rule, no budget.cgroup)");
+    out << fmt::format("config OK{}: listen {}, interval {} ms, {} role rule(s), {} watched cgroup(s), log {} {}, budget {}\n",
                        opts.config_path ? " (" + *opts.config_path + ")" : " (defaults)", cfg->listen.text(),
                        cfg->interval.count(), cfg->role_rules.size(),
                        cfg->cgroups.empty() ? std::string("all") : std::to_string(cfg->cgroups.size()),
-                       toString(cfg->log_format), cfg->log_level);
+                       toString(cfg->log_format), cfg->log_level, budget);
     return kExitOk;
   }
   setupLogging(cfg->log_format, opts.log_level_given ? opts.log_level : cfg->log_level);
