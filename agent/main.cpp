@@ -26,6 +26,20 @@ int parseFailure(const CLI::App& app, const CLI::ParseError& e) {
 
 namespace {
 int run(int argc, char** argv) {
+  // `headroom run [options] -- CMD ARGS...`: what follows "--" is the prover's, untouched (its
+  // own flags may look like ours), so it is split off before CLI11 sees the line.
+  std::vector<std::string> prover_command;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) != "run") continue;
+    for (int j = i + 1; j < argc; ++j) {
+      if (std::string_view(argv[j]) != "--") continue;
+      prover_command.assign(argv + j + 1, argv + argc);
+      argc = j;
+      break;
+    }
+    break;
+  }
+
   CLI::App app{"headroom: memory telemetry for GPU proving machines", "headroom"};
   app.set_version_flag("--version", std::string(headroom::kVersion));
   app.require_subcommand(1);
@@ -90,6 +104,71 @@ int run(int argc, char** argv) {
   probe->add_option("--reclaim-timeout", probe_opts.reclaim_timeout, "Wait at most this long for usage to come back")->capture_default_str();
   probe->add_flag("--json", probe_opts.json, "JSON (the old probe's fields plus the new ones)");
 
+  // The policy flags `run` and `budget` share.
+  auto addPolicyFlags = [](CLI::App* sub, headroom::cli::PolicyFlags& f) {
+    // A launch script may append an override: the last one given wins.
+    auto last = [](CLI::Option* o) { o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->group("Budget policy"); };
+    last(sub->add_option("--margin-floor", f.margin_floor, "The margin never goes below this (default 1GiB)"));
+    last(sub->add_option("--margin-growth", f.margin_growth, "On an OOM kill the margin grows at least by this factor (default 1.5)"));
+    last(sub->add_option("--margin-step", f.margin_step, "... and at least by this much (default 256MiB)"));
+    last(sub->add_option("--overhead-factor", f.overhead_factor,
+                         "... and to this times the overhead beyond the budget seen at the kill (default 1.5)"));
+    last(sub->add_option("--max-retries", f.max_retries, "OOM-killed attempts retried at most (default 3)"));
+    last(sub->add_option("--give-back-after", f.give_back_after, "Clean runs after which one margin step is given back (default 3)"));
+  };
+
+
+  headroom::cli::RunOptions run_opts;
+  auto* run_cmd = app.add_subcommand("run", "Supervise a prover: give it a budget, retry with a larger margin after a confirmed OOM kill");
+  run_cmd->add_option("--cgroup", run_opts.cgroup, "Run the prover in this memory cgroup (made when missing); default: the caller's own");
+  addPolicyFlags(run_cmd, run_opts.policy);
+  run_cmd->add_option("--reclaim-timeout", run_opts.reclaim_timeout,
+                      "Before a retry, wait at most this long for the cgroup's usage to fall back")
+      ->capture_default_str();
+  run_cmd->add_option("--state-file", run_opts.state_file,
+                      "Where the learned margin is kept (default /var/lib/headroom/budget<cgroup path, / as _>.json)");
+  run_cmd->add_flag("--no-state", run_opts.no_state, "Keep no state: start from the floor, learn nothing across runs");
+  run_cmd->add_flag("--probe", run_opts.probe, "Probe the cgroup before the first attempt; the budget never exceeds what it found");
+  run_cmd->add_option("--probe-stop-margin", run_opts.probe_stop_margin, "With --probe: the probe's stop margin");
+  run_cmd->add_option("--budget-env", run_opts.budget_env,
+                      "Hand the budget in this environment variable: NAME (value as --budget-format) or NAME=TEMPLATE");
+  run_cmd->add_option("--budget-arg", run_opts.budget_arg,
+                      "Append this argument to the command, e.g. --budget-arg='--memory-budget={gib}GiB' "
+                      "(placeholders {bytes} {kib} {mib} {gib} {gib_float}; use the = form for a value that starts with -)");
+  run_cmd->add_option("--budget-file", run_opts.budget_file, "Write the budget to this file before each attempt (atomically)");
+  run_cmd->add_option("--budget-format", run_opts.budget_format, "TEMPLATE for --budget-env NAME and --budget-file")->capture_default_str();
+  run_cmd->add_option("--self-report", run_opts.self_report,
+                      "A file where the prover writes how much memory it believes it uses (bytes, a size, or JSON used_bytes)");
+  bool run_no_bpf = false;
+  run_cmd->add_flag("--no-bpf", run_no_bpf, "No BPF sensors: OOM kills from the cgroup's counter and /dev/kmsg");
+  run_cmd->add_option("--sample-interval", run_opts.sample_interval, "How often the prover is sampled while it runs")
+      ->capture_default_str();
+  run_cmd->add_option("command", run_opts.command, "-- CMD ARGS... (everything after -- is the prover's command line)");
+
+  headroom::cli::BudgetCliOptions budget_opts;
+  auto* budget = app.add_subcommand("budget", "The prover's budget now, in one line: from the agent, or computed here");
+  budget->add_option("--format", budget_opts.format, "bytes, mib, gib (whole units, rounded down), env (shell assignments), json")
+      ->check(CLI::IsMember({"bytes", "mib", "gib", "env", "json"}))
+      ->capture_default_str();
+  budget->add_option("--agent", budget_opts.agent_url, "Ask the agent at this URL first")->capture_default_str();
+  budget->add_flag("--local", budget_opts.local, "Never ask the agent: compute the budget here");
+  budget->add_option("--cgroup", budget_opts.cgroup, "Local: the prover's memory cgroup; default: the caller's own");
+  budget->add_option("--role-rule", budget_opts.role_rules, "Local: ROLE=KIND:VALUE rules that say who the prover is");
+  budget->add_option("--state-file", budget_opts.state_file, "Local: the learned margin (default: the prover cgroup's)");
+  addPolicyFlags(budget, budget_opts.policy);
+
+  headroom::cli::ReportOptions report_opts;
+  auto* report = app.add_subcommand("report", "OOM post-mortems from the journal: the latest kill by default");
+  report->add_option("--journal", report_opts.journal, "The journal to read (a copy from another machine works)")
+      ->capture_default_str();
+  report->add_flag("--list", report_opts.list, "One line per recorded OOM kill");
+  report->add_option("--id", report_opts.id, "This record");
+  report->add_option("--since", report_opts.since,
+                     "Only kills since then: 2026-12-02T14:00:00Z, '2026-12-02 14:00' (UTC), a unix time, or an age (2h, 30m)");
+  report->add_flag("--json", report_opts.json, "The record(s) as JSON");
+  report->add_option("--svg", report_opts.svg, "Also draw the last minute before the kill into this SVG file");
+  report->add_option("--html", report_opts.html, "Also write a self-contained HTML page of the report here");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -101,6 +180,17 @@ int run(int argc, char** argv) {
   if (probe->parsed()) {
     probe_opts.root = root;
     return headroom::cli::runProbeCommand(probe_opts, std::cout, std::cerr);
+  }
+  if (report->parsed()) return headroom::cli::runReportCommand(report_opts, std::cout, std::cerr);
+  if (run_cmd->parsed()) {
+    run_opts.root = root;
+    run_opts.bpf = !run_no_bpf;
+    run_opts.command.insert(run_opts.command.end(), prover_command.begin(), prover_command.end());
+    return headroom::cli::runSupervisor(run_opts, std::cout, std::cerr);
+  }
+  if (budget->parsed()) {
+    budget_opts.root = root;
+    return headroom::cli::runBudgetCommand(budget_opts, std::cout, std::cerr);
   }
   if (agent->parsed()) {
     agent_opts.root = root;

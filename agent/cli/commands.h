@@ -13,6 +13,7 @@
 
 #include "headroom/collector.h"
 #include "headroom/config.h"
+#include "headroom/controller.h"
 #include "headroom/fs_root.h"
 #include "headroom/sensors.h"
 #include "headroom/snapshot.h"
@@ -89,6 +90,61 @@ struct ProbeCliOptions {
 };
 // `headroom probe`: exit 0 done, 2 bad input, 3 aborted because pressure rose (partial results).
 int runProbeCommand(const ProbeCliOptions& opts, std::ostream& out, std::ostream& err);
+
+// The budget policy's flags, shared by `headroom run` and `headroom budget`: as given ("" =
+// the default), parsed with errors that name the flag and the value.
+struct PolicyFlags {
+  std::string margin_floor, margin_growth, margin_step, overhead_factor;
+  std::optional<unsigned> max_retries, give_back_after;
+};
+Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy base = {});
+
+struct RunOptions {
+  std::string root = "/";
+  std::string cgroup;  // where the prover runs; "" = the caller's own (created when missing)
+  PolicyFlags policy;
+  std::string reclaim_timeout = "60s";
+  std::string state_file;  // "" = defaultStatePath(cgroup)
+  bool no_state = false;   // learn nothing across runs
+  bool probe = false;      // probe the cgroup before the first attempt
+  std::string probe_stop_margin;  // "" = the probe's default
+  std::vector<std::string> budget_env;  // NAME or NAME=TEMPLATE
+  std::vector<std::string> budget_arg;  // TEMPLATE, appended to the command
+  std::string budget_file;               // written before each attempt
+  std::string budget_format = "{bytes}";  // for --budget-env NAME and --budget-file
+  std::string self_report;  // a file where the prover says how much it uses
+  bool bpf = true;
+  std::string sample_interval = "250ms";
+  std::vector<std::string> command;
+};
+// `headroom run -- CMD ARGS...`: exit status is the prover's final status (128 + signal when
+// it was killed); 2 for bad input, 1 when no budget can be given.
+int runSupervisor(const RunOptions& opts, std::ostream& out, std::ostream& err);
+
+struct BudgetCliOptions {
+  std::string root = "/";
+  std::string format = "bytes";  // bytes, gib, mib, env, json
+  std::string agent_url = "http://127.0.0.1:9464";
+  bool local = false;     // never ask the agent
+  std::string cgroup;     // local: the prover's cgroup; "" = the caller's own
+  std::vector<std::string> role_rules;  // local: who the prover is
+  PolicyFlags policy;
+  std::string state_file;  // local: "" = defaultStatePath(cgroup)
+};
+// `headroom budget`: one line, from the agent when one answers, computed locally otherwise.
+int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostream& err);
+
+struct ReportOptions {
+  std::string journal = "/var/lib/headroom/oom-journal.hrj";
+  bool list = false;
+  std::optional<std::uint64_t> id;
+  std::string since;  // "2026-12-02T14:00:00Z", "2026-12-02 14:00", a unix time, or an age ("2h", "30m")
+  bool json = false;
+  std::string svg;   // write the picture here
+  std::string html;  // write the page here
+};
+// `headroom report`: 0 shown, 1 no such record / empty journal, 2 bad input.
+int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream& err);
 
 // The human table of `headroom snapshot`.
 std::string renderSnapshotTable(const Snapshot& snap, std::size_t top_per_role);

@@ -1,0 +1,121 @@
+// One OOM journal record (docs/journal.md, version 1) built from the event, the last sample,
+// the budget in force and the flight recorder. Pure: no I/O, no clock.
+#include <map>
+
+#include "headroom/cgroup.h"
+#include "headroom/journal.h"
+#include "headroom/snapshot_json.h"
+
+namespace headroom {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kRecordVersion = 1;
+
+template <typename T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+json cgroupJson(const Snapshot& snap, const CgroupSnapshot& c) {
+  json bounds = json::array();
+  for (const Bound& b : c.bounds) bounds.push_back(toJson(b));
+  return {{"path", c.memory.path},
+          {"sampled_at", seconds(snap.wall_time_ns)},
+          {"memory", toJson(c.memory)},
+          {"attribution", toJson(c.attribution)},
+          {"bounds", bounds},
+          {"tightest_bound", c.tightest ? toJson(*c.tightest) : json(nullptr)}};
+}
+
+// The cgroup's processes (already by PSS, largest first), at most `per_role` of each role.
+json processesJson(const Snapshot& snap, const CgroupSnapshot& c, std::size_t per_role) {
+  json out = json::array();
+  std::map<Role, std::size_t> taken;
+  for (std::size_t i : c.processes) {
+    if (i >= snap.processes.size()) continue;
+    const ProcessSnapshot& p = snap.processes[i];
+    if (taken[p.role]++ >= per_role) continue;
+    out.push_back(toJson(p));
+  }
+  return out;
+}
+
+json budgetJson(const BudgetDecision* d) {
+  if (d == nullptr || !d->valid) return nullptr;
+  return {{"budget_bytes", d->budget},
+          {"margin_bytes", d->margin},
+          {"generation", d->generation},
+          {"reason", d->reason},
+          {"margin_source", d->margin_source}};
+}
+
+}  // namespace
+
+std::string oomRecordCgroup(const OomEvent& e, const Snapshot* last) {
+  std::optional<std::string> domain;
+  if (e.domain_cgroup && !e.domain_cgroup->empty()) domain = normaliseCgroupPath(*e.domain_cgroup);
+  std::optional<std::string> victim;
+  for (const OomVictim& v : e.victims) {
+    if (!v.cgroup.empty()) {
+      victim = normaliseCgroupPath(v.cgroup);
+      break;
+    }
+  }
+  if (!victim && !e.trigger_cgroup.empty()) victim = normaliseCgroupPath(e.trigger_cgroup);
+  std::string named = domain ? *domain : victim.value_or("");
+  if (last == nullptr || named.empty() || last->findCgroup(named) != nullptr) return named;
+  // The domain was not sampled: the victim's cgroup, or its nearest sampled ancestor that is
+  // still inside the domain.
+  for (std::optional<std::string> p = victim; p; p = parentCgroup(*p)) {
+    if (domain && !cgroupIsWithin(*p, *domain)) break;
+    if (last->findCgroup(*p) != nullptr) return *p;
+  }
+  return named;
+}
+
+nlohmann::json makeOomRecord(const RecordContext& ctx) {
+  static const OomEvent kNoEvent{};
+  const OomEvent& e = ctx.event != nullptr ? *ctx.event : kNoEvent;
+  const std::string cgroup = ctx.cgroup.empty() ? oomRecordCgroup(e, ctx.last) : normaliseCgroupPath(ctx.cgroup);
+  const CgroupSnapshot* cg = ctx.last != nullptr && !cgroup.empty() ? ctx.last->findCgroup(cgroup) : nullptr;
+
+  json event = toJson(e);
+  event["tasks_total"] = e.tasks.size();  // the journal keeps every task; /v1/ooms may keep fewer
+
+  json charged = nullptr;
+  if (e.domain_usage_bytes) {
+    charged = *e.domain_usage_bytes;
+  } else if (cg != nullptr) {
+    charged = cg->memory.usage;
+  }
+
+  json sensors = json::array();
+  const std::vector<SensorStatus>& ss = !ctx.sensors.empty() || ctx.last == nullptr ? ctx.sensors : ctx.last->sensors;
+  for (const SensorStatus& s : ss) sensors.push_back(toJson(s));
+
+  json points = json::array();
+  for (const FlightPoint& p : ctx.flight) points.push_back(toJson(p));
+
+  return {
+      {"version", kRecordVersion},
+      {"time", seconds(e.wall_time_ns)},
+      {"host", {{"hostname", ctx.host.hostname}, {"kernel", ctx.host.kernel}, {"agent_version", ctx.host.agent_version}}},
+      {"event", std::move(event)},
+      {"cgroup", cg != nullptr ? cgroupJson(*ctx.last, *cg) : json(nullptr)},
+      {"processes", cg != nullptr ? processesJson(*ctx.last, *cg, ctx.top_per_role) : json::array()},
+      {"budget", budgetJson(ctx.budget)},
+      {"self_reported_bytes", opt(ctx.self_reported)},
+      {"charged_bytes", std::move(charged)},
+      {"sensors", std::move(sensors)},
+      {"flight",
+       {{"cgroup", cgroup.empty() ? json(nullptr) : json(cgroup)},
+        {"window_seconds", seconds(ctx.flight_window_ns)},
+        {"points", std::move(points)}}},
+  };
+}
+
+}  // namespace headroom
