@@ -1,0 +1,186 @@
+// `headroom report`: OOM post-mortems from the journal, on this machine or from a copy of
+// another's. Reads only; the latest kill by default, --list, --id, --since, --json, pictures.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <ostream>
+
+#include "agent/cli/commands.h"
+#include "headroom/journal.h"
+#include "headroom/report.h"
+#include "headroom/snapshot_json.h"
+
+namespace headroom::cli {
+namespace {
+
+using nlohmann::json;
+
+std::optional<std::uint64_t> idOf(const json& rec) {
+  if (!rec.is_object()) return std::nullopt;
+  auto it = rec.find("id");
+  if (it == rec.end() || !it->is_number_integer()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  auto i = it->get<std::int64_t>();
+  return i < 0 ? std::nullopt : std::optional<std::uint64_t>(static_cast<std::uint64_t>(i));
+}
+
+std::string utc(double secs) {
+  auto t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+// readJournal names each damaged region "<file>: byte N: <what>"; said here as one line each.
+std::string damageLine(const std::string& d) {
+  static constexpr std::string_view kByte = ": byte ";
+  for (std::size_t at = d.find(kByte); at != std::string::npos; at = d.find(kByte, at + 1)) {
+    std::size_t num = at + kByte.size();
+    std::size_t end = num;
+    while (end < d.size() && d[end] >= '0' && d[end] <= '9') ++end;
+    if (end == num || d.compare(end, 2, ": ") != 0) continue;
+    return fmt::format("skipped a damaged record at byte {} of {}: {}", d.substr(num, end - num), d.substr(0, at),
+                       d.substr(end + 2));
+  }
+  return "skipped a damaged record: " + d;
+}
+
+Status writeFile(const std::string& path, std::string_view content, const char* what) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return unexpected(errnoError(fmt::format("writing the {} to {}", what, path)));
+  std::size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Error e = errnoError(fmt::format("writing the {} to {}", what, path));
+      ::close(fd);
+      return unexpected(e);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) return unexpected(errnoError(fmt::format("writing the {} to {}", what, path)));
+  return ok();
+}
+
+bool exists(const std::string& path, struct stat* st) { return ::stat(path.c_str(), st) == 0; }
+
+}  // namespace
+
+int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream& err) {
+  auto fail = [&](int code, const std::string& msg) {
+    err << "headroom report: " << msg << "\n";
+    return code;
+  };
+
+  std::optional<double> since;
+  if (!opts.since.empty()) {
+    double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    auto s = parseSinceTime(opts.since, now);
+    if (!s) return fail(kExitBadInput, "--since " + s.error().describe());
+    since = *s;
+  }
+  if (opts.list && (!opts.svg.empty() || !opts.html.empty()))
+    return fail(kExitBadInput, "--svg and --html draw one record: not with --list");
+  if (opts.journal.empty()) return fail(kExitBadInput, "--journal: an empty path");
+
+  // Say a missing journal plainly: readJournal reads a missing file as empty.
+  struct stat st {};
+  bool have_main = exists(opts.journal, &st);
+  if (have_main && S_ISDIR(st.st_mode))
+    return fail(kExitBadInput, fmt::format("--journal {}: a directory, not a journal file", opts.journal));
+  int main_errno = have_main ? 0 : errno;
+  struct stat st1 {};
+  bool have_rotated = exists(opts.journal + ".1", &st1);
+  if (!have_main && !have_rotated) {
+    if (main_errno == ENOENT)
+      return fail(kExitFailure, fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
+                                            opts.journal));
+    if (main_errno == ENOTDIR || main_errno == ENAMETOOLONG || main_errno == ELOOP)
+      return fail(kExitBadInput, Error{main_errno, fmt::format("--journal {}", opts.journal)}.describe());
+  }
+
+  auto contents = readJournal(opts.journal);
+  if (!contents) {
+    int code = contents.error().code;
+    bool bad_path = code == EISDIR || code == ENOTDIR || code == ENAMETOOLONG || code == ELOOP;
+    return fail(bad_path ? kExitBadInput : kExitFailure,
+                contents.error().wrap(fmt::format("reading the journal {}", opts.journal)).describe());
+  }
+  for (const std::string& d : contents->damage) err << "headroom report: " << damageLine(d) << "\n";
+
+  const std::vector<json>& all = contents->records;
+  if (all.empty()) {
+    return fail(kExitFailure, fmt::format("the journal at {} holds no OOM kills{}", opts.journal,
+                                          contents->damage.empty() ? "" : " (only damaged records)"));
+  }
+  std::vector<json> chosen;
+  for (const json& rec : all) {
+    if (!since) {
+      chosen.push_back(rec);
+      continue;
+    }
+    auto t = recordTime(rec);
+    if (t && *t >= *since) chosen.push_back(rec);
+  }
+  if (chosen.empty()) {
+    auto latest = recordTime(all.back());
+    return fail(kExitFailure, fmt::format("no OOM kills since {} in {} ({} recorded{})", utc(*since), opts.journal, all.size(),
+                                          latest ? ", the latest at " + utc(*latest) : ""));
+  }
+
+  if (opts.id) {
+    auto match = [&](const json& r) { return idOf(r) == opts.id; };
+    auto it = std::find_if(chosen.begin(), chosen.end(), match);
+    if (it == chosen.end()) {
+      std::optional<std::uint64_t> lo, hi;
+      for (const json& r : all) {
+        if (auto id = idOf(r)) {
+          lo = lo ? std::min(*lo, *id) : *id;
+          hi = hi ? std::max(*hi, *id) : *id;
+        }
+      }
+      std::string range = lo ? (*lo == *hi ? fmt::format("only id {} is present", *lo)
+                                           : fmt::format("ids {} to {} are present", *lo, *hi))
+                             : std::string("no record has an id");
+      bool before_since = std::any_of(all.begin(), all.end(), match);
+      return fail(kExitFailure, fmt::format("no record with id {} in {}{} ({})", *opts.id, opts.journal,
+                                            before_since ? " since " + opts.since : "", range));
+    }
+    chosen = {*it};
+  }
+
+  if (opts.list) {
+    if (opts.json) {
+      json arr = json::array();
+      for (const json& r : chosen) arr.push_back(r);
+      out << dumpJson(arr) << "\n";
+    } else {
+      out << renderRecordList(chosen);
+    }
+    return kExitOk;
+  }
+
+  const json& rec = chosen.back();
+  if (!opts.svg.empty()) {
+    if (auto s = writeFile(opts.svg, renderReportSvg(rec), "SVG"); !s) return fail(kExitFailure, s.error().describe());
+  }
+  if (!opts.html.empty()) {
+    if (auto s = writeFile(opts.html, renderReportHtml(rec), "HTML page"); !s) return fail(kExitFailure, s.error().describe());
+  }
+  // As stored: one line of JSON that parses back to the very record.
+  if (opts.json) out << dumpJson(rec) << "\n";
+  else out << renderReport(rec);
+  return kExitOk;
+}
+
+}  // namespace headroom::cli
