@@ -93,6 +93,9 @@ int run(int argc, char** argv) {
     flag_options.push_back(o);
   }
 
+  std::string agent_journal;
+  auto* agent_journal_opt = agent->add_option("--journal", agent_journal, "The OOM journal (the same as --journal.path)");
+
   headroom::cli::ProbeCliOptions probe_opts;
   auto* probe = app.add_subcommand("probe", "How much more can really be allocated in a cgroup now (allocates, measures, releases)");
   probe->add_option("--cgroup", probe_opts.cgroup, "The memory cgroup to probe (path inside the hierarchy); default: the caller's own");
@@ -202,6 +205,11 @@ int run(int argc, char** argv) {
       std::vector<std::string> values = flag_values[i];
       if (keys[i].kind == "bool" && (values.empty() || (values.size() == 1 && values[0].empty()))) values = {"true"};
       agent_opts.flags.emplace_back(keys[i], std::move(values));
+    }
+    if (agent_journal_opt->count() > 0) {
+      for (const headroom::ConfigKey& k : keys) {
+        if (k.name == "journal.path") agent_opts.flags.emplace_back(k, std::vector<std::string>{agent_journal});
+      }
     }
     return headroom::cli::runAgent(agent_opts, std::cout, std::cerr);
   }

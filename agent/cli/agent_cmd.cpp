@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,7 +32,9 @@
 #include "headroom/controller.h"
 #include "headroom/exporter.h"
 #include "headroom/http_server.h"
+#include "headroom/journal.h"
 #include "headroom/parse.h"
+#include "headroom/self_report.h"
 #include "headroom/sensors.h"
 #include "headroom/snapshot_json.h"
 #include "headroom/units.h"
@@ -172,6 +175,9 @@ class Agent {
 
  private:
   void startSensors();
+  void startJournal();
+  void journalOom(const OomEvent& e);  // before the budget reacts: the record holds the budget in force
+  void readSelfReport();
   void sample();
   // The prover's budget, each sample: which cgroup, the controller's decision, what is served.
   std::string budgetCgroup() const;  // configured, or where the prover was last seen; "" none
@@ -208,6 +214,17 @@ class Agent {
   std::unique_ptr<Sensors> sensors_;
   std::unique_ptr<HttpServer> server_;
   AgentSelf self_;
+  std::unique_ptr<JournalWriter> journal_;
+  std::string journal_off_;  // why the journal is off ("" when on)
+  FlightRecorder flight_;
+  // The last samples (main thread only): an OOM record describes the last one before the kill,
+  // and the kill is reported up to a few seconds after it, when samples of the emptied cgroup
+  // have come in already.
+  std::deque<std::shared_ptr<const Snapshot>> recent_;
+  HostInfo host_;
+  std::optional<SelfReportSource> self_src_;
+  std::optional<std::uint64_t> self_reported_;  // the prover's word at the last sample
+  std::string self_report_error_;               // said once, until it reads again
   std::set<pid_t> cuda_checked_;  // pids whose maps were searched for libcuda
   std::string last_sample_error_;
   std::vector<std::string> last_missing_;       // watched cgroups missing at the last sample
@@ -241,6 +258,7 @@ class Agent {
 
   // Read by the HTTP thread.
   mutable std::mutex mu_;
+  nlohmann::json journal_state_;  // for /healthz
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<SensorStatus> sensor_status_;
   std::deque<std::string> ooms_;  // each event dumped, so its size is what it costs
@@ -511,6 +529,7 @@ void Agent::updateBudget(const Snapshot& snap) {
   if (probe_active_) return;  // the probe's allocations are not the neighbours' growth
 
   auto in = budgetInputs(snap, ProverScope{cgroup, std::nullopt});
+  if (in) in->self_reported = self_reported_;
   if (!in) {
     budgetUnavailable(fmt::format("the prover's cgroup {} could not be read: it does not exist (yet), or is gone",
                                   cgroup),
@@ -654,6 +673,100 @@ void Agent::budgetOnOom(const OomEvent& e) {
   budget_now_ = true;
 }
 
+void Agent::startJournal() {
+  journal_.reset();  // the old file's lock goes first
+  flight_.setWindow(std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.journal.flight_window).count());
+  if (!cfg_.journal.enabled) {
+    journal_off_ = "journal.enabled = false";
+  } else if (auto w = JournalWriter::open(JournalOptions{cfg_.journal.path, cfg_.journal.max_bytes}); !w) {
+    journal_off_ = w.error().describe();
+    spdlog::error("the OOM journal is off: {} (the agent keeps running; set journal.path or --journal to another place)",
+                  journal_off_);
+  } else {
+    journal_ = std::move(*w);
+    journal_off_.clear();
+    const JournalStats& st = journal_->stats();
+    if (!st.torn_file.empty())
+      spdlog::warn("journal {}: a torn last record (a crash mid-write) was set aside in {}", journal_->path(), st.torn_file);
+    if (st.damaged_records > 0)
+      spdlog::warn("journal {}: {} damaged record(s) found; readers skip them", journal_->path(), st.damaged_records);
+    spdlog::info("journal: OOM kills are recorded in {}", journal_->path());
+  }
+  std::lock_guard lock(mu_);
+  journal_state_ = journal_ ? nlohmann::json{{"state", "on"}, {"path", journal_->path()}}
+                            : nlohmann::json{{"state", "off"}, {"path", cfg_.journal.path}, {"reason", journal_off_}};
+}
+
+void Agent::readSelfReport() {
+  self_reported_.reset();
+  if (!self_src_) return;
+  Result<std::string> body = self_src_->kind == SelfReportSource::Kind::kFile
+                                 ? [&]() -> Result<std::string> {
+                                     int fd = ::open(self_src_->location.c_str(), O_RDONLY | O_CLOEXEC);
+                                     if (fd < 0) return errnoError(fmt::format("reading {}", self_src_->location));
+                                     Fd owned(fd);
+                                     return readAll(fd, self_src_->location);
+                                   }()
+                                 : [&]() -> Result<std::string> {
+                                     // Short: a slow prover endpoint must not stall the sample.
+                                     auto r = httpGet(self_src_->location, std::chrono::milliseconds(500));
+                                     if (!r) return unexpected(r.error());
+                                     if (r->status != 200)
+                                       return makeError(0, fmt::format("GET {}: HTTP {}", self_src_->location, r->status));
+                                     return std::move(r->body);
+                                   }();
+  Result<std::uint64_t> v = body ? extractSelfReport(*self_src_, *body) : Result<std::uint64_t>(unexpected(body.error()));
+  if (!v) {
+    ++self_.self_report_failures_total;
+    if (v.error().describe() != self_report_error_) {
+      self_report_error_ = v.error().describe();
+      spdlog::warn("prover.self_report: {}", self_report_error_);
+    }
+    return;
+  }
+  if (!self_report_error_.empty()) spdlog::info("prover.self_report reads again");
+  self_report_error_.clear();
+  self_reported_ = *v;
+}
+
+void Agent::journalOom(const OomEvent& e) {
+  if (!journal_) return;
+  // The kill's time on both clocks: the kernel's monotonic stamp, and the wall clock by the
+  // distance from now.
+  std::int64_t now_mono = monoNs();
+  std::int64_t kill_mono = e.monotonic_time_ns > 0 && e.monotonic_time_ns <= now_mono ? e.monotonic_time_ns : now_mono;
+  auto kill_wall = static_cast<std::int64_t>(unixNow() * 1e9) - (now_mono - kill_mono);
+  std::shared_ptr<const Snapshot> snap;
+  for (const auto& r : recent_) {
+    if (r->monotonic_time_ns <= kill_mono) snap = r;
+  }
+  if (!snap && !recent_.empty()) snap = recent_.front();  // none before it: the oldest kept, said by its sampled_at
+  RecordContext ctx;
+  ctx.event = &e;
+  ctx.last = snap.get();
+  ctx.cgroup = oomRecordCgroup(e, ctx.last);
+  for (FlightPoint& p : flight_.points(ctx.cgroup)) {
+    if (p.wall_time_ns <= kill_wall) ctx.flight.push_back(std::move(p));  // what came before the kill
+  }
+  ctx.flight_window_ns = flight_.window();
+  // The budget in force at the kill: for the prover's cgroup, inside what died or around it.
+  std::string bc = budgetCgroup();
+  bool prover_here = !bc.empty() && !ctx.cgroup.empty() && (cgroupIsWithin(bc, ctx.cgroup) || cgroupIsWithin(ctx.cgroup, bc));
+  if (prover_here && controller_ && controller_cgroup_ == bc && controller_->last() && controller_->last()->valid)
+    ctx.budget = &*controller_->last();
+  if (prover_here) ctx.self_reported = self_reported_;
+  ctx.sensors = sensors_->status();
+  ctx.host = host_;
+  ctx.top_per_role = cfg_.top_processes;
+  auto id = journal_->append(makeOomRecord(ctx));
+  if (!id) {
+    ++self_.journal_write_failures_total;
+    spdlog::error("journal: the OOM kill could not be recorded: {}", id.error().describe());
+    return;
+  }
+  spdlog::info("journal: OOM kill recorded as record {} in {} (headroom report --id {})", *id, journal_->path(), *id);
+}
+
 void Agent::updateSelf() {
   if (auto st = self_fs_.readFile("/proc/self/status")) {
     if (auto p = parseProcStatus(*st)) self_.rss_bytes = p->vm_rss;
@@ -721,15 +834,34 @@ void Agent::sample() {
   fillFromSensors(fs_, *raw, *sensors_);
   addBudgetCgroup(*raw);
   auto snap = buildSnapshot(std::move(*raw), roles_);
+  readSelfReport();
+  std::map<std::string, std::uint64_t> self_by_cgroup;
+  if (std::string bc = budgetCgroup(); !bc.empty() && self_reported_) self_by_cgroup[bc] = *self_reported_;
+  flight_.record(*snap, self_by_cgroup);
   updateBudget(*snap);
 
   ++self_.samples_total;
   self_.last_sample_duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
   self_.last_sample_timestamp_s = unixNow();
   updateSelf();
+  if (journal_) {
+    const JournalStats& js = journal_->stats();
+    self_.journal_up = true;
+    self_.journal_records_total = js.records_written;
+    self_.journal_write_failures_total = std::max(self_.journal_write_failures_total, js.write_failures);
+    self_.journal_damaged_records_total = js.damaged_records;
+    self_.journal_bytes = js.bytes;
+  } else {
+    self_.journal_up = false;
+  }
   exporter_.update(*snap, counters(), self_);
 
   std::lock_guard lock(mu_);
+  recent_.push_back(snap);
+  // Enough to reach back past the OOM sources' settle time (2 s) at any interval; bounded.
+  while (recent_.size() > 64 ||
+         (recent_.size() > 2 && recent_.back()->monotonic_time_ns - recent_.front()->monotonic_time_ns > 10'000'000'000))
+    recent_.pop_front();
   snapshot_ = std::move(snap);
   if (budget_pending_) {
     budget_response_ = std::move(budget_pending_->response);
@@ -793,6 +925,7 @@ std::size_t Agent::consumeEvents() {
       exporter_.recordOomKill(cgroup.empty() ? "unknown" : cgroup, role, v.comm, when);
     }
     spdlog::warn("{}", describeOom(e));
+    journalOom(e);
     budgetOnOom(e);
     // A global OOM on a big host dumps every task: keep the largest, say how many there were.
     constexpr std::size_t kTasksKept = 256;
@@ -829,6 +962,7 @@ void Agent::reload() {
     spdlog::warn("listen address {} takes effect at the next start (serving on {})", cfg->listen.text(),
                  server_ ? server_->address() : cfg_.listen.text());
   bool sensors_changed = !(cfg->sensors == cfg_.sensors);
+  bool journal_changed = !(cfg->journal == cfg_.journal);
   // Another prover cgroup or state file: what was learned is saved, and the next sample opens
   // the new one. Only the policy changed: the learned state carries over.
   const BudgetConfig& nb = cfg->budget;
@@ -849,6 +983,9 @@ void Agent::reload() {
   roles_ = RoleMatcher(cfg_.role_rules);
   exporter_.setLimits(limitsOf(cfg_));
   publishProbeSettings();
+  self_src_.reset();
+  if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
+  if (journal_changed) startJournal();
   if (sensors_changed) {
     spdlog::info("sensor settings changed: restarting the sensors");
     (void)consumeEvents();  // nothing waiting in the rings is lost
@@ -906,6 +1043,7 @@ HttpResponse Agent::healthz() const {
   j["sample_failures_total"] = sample_failures_total_;
   j["last_error"] = last_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last_error_);
   j["version"] = std::string(kVersion);
+  j["journal"] = journal_state_;
   j["sensors"] = nlohmann::json::array();
   for (const SensorStatus& s : sensor_status_)
     j["sensors"].push_back({{"name", s.name}, {"state", toString(s.state)}, {"reason", s.reason}});
@@ -947,6 +1085,15 @@ HttpResponse Agent::oomsJson(const HttpQuery& q) const {
 
 int Agent::run(std::ostream& err) {
   startSensors();
+  if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
+  {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) == 0) host_.hostname = name;
+    utsname u{};
+    if (::uname(&u) == 0) host_.kernel = u.release;
+    host_.agent_version = std::string(kVersion);
+  }
+  startJournal();
   std::map<std::string, HttpHandler> routes;
   routes["/metrics"] = [this](const HttpQuery&) { return metrics(); };
   routes["/healthz"] = [this](const HttpQuery&) { return healthz(); };

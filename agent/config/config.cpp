@@ -18,6 +18,7 @@
 #include "headroom/cgroup.h"
 #include "headroom/fs_root.h"
 #include "headroom/parse.h"
+#include "headroom/self_report.h"
 #include "headroom/units.h"
 
 namespace headroom {
@@ -660,6 +661,49 @@ std::vector<KeySpec> makeSpecs() {
                        auto s = optionalPathOf(v.front());
                        if (!s) return s.error();
                        c.budget.file = std::move(*s);
+                       return ok();
+                     }));
+
+  const JournalConfig jd;
+  k.push_back(boolKey("journal.enabled", "write one durable record per OOM kill (headroom report reads them)",
+                      [](AgentConfig& c, bool b) { c.journal.enabled = b; }));
+  k.push_back(scalar("journal.path", "string", fmt::format("the journal file (default {})", jd.path),
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto s = absolutePathOf(v.front());
+                       if (!s) return s.error();
+                       c.journal.path = std::move(*s);
+                       return ok();
+                     }));
+  k.push_back(scalar("journal.max_bytes", "size",
+                     fmt::format("beyond this the journal is rotated to <path>.1, keeping the newest (default {}; at least 1MiB)",
+                                 sizeText(jd.max_bytes)),
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto n = sizeOf(v.front());
+                       if (!n) return n.error();
+                       if (*n < (1ULL << 20)) return v.front().fail("must be at least 1MiB");
+                       c.journal.max_bytes = *n;
+                       return ok();
+                     }));
+  k.push_back(scalar("journal.flight_window", "duration",
+                     fmt::format("the flight recorder keeps this much of each cgroup's samples for the record (default {}; 5s..1h)",
+                                 durationText(jd.flight_window)),
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto t = durationOf(v.front());
+                       if (!t) return t.error();
+                       if (*t < std::chrono::seconds(5) || *t > std::chrono::hours(1)) return v.front().fail("must be between 5s and 1h");
+                       c.journal.flight_window = *t;
+                       return ok();
+                     }));
+  k.push_back(scalar("prover.self_report", "string",
+                     "where the prover says how much memory it believes it uses: /path/file, "
+                     "http://127.0.0.1:PORT/PATH#json:FIELD.PATH or #metric:NAME{label=\"v\"}; default: none",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto s = stringOf(v.front(), "must be a self-report source");
+                       if (!s) return s.error();
+                       if (!s->empty()) {
+                         if (auto src = parseSelfReportSource(*s); !src) return v.front().fail(src.error().describe());
+                       }
+                       c.self_report = std::move(*s);
                        return ok();
                      }));
   return k;

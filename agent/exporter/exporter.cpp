@@ -34,6 +34,12 @@ constexpr const char* kSamples = "headroom_samples_total";
 constexpr const char* kSampleFailures = "headroom_sample_failures_total";
 constexpr const char* kConfigReloads = "headroom_config_reloads_total";
 constexpr const char* kConfigReloadFailures = "headroom_config_reload_failures_total";
+constexpr const char* kJournalUp = "headroom_journal_up";
+constexpr const char* kJournalRecords = "headroom_journal_records_total";
+constexpr const char* kJournalWriteFailures = "headroom_journal_write_failures_total";
+constexpr const char* kJournalDamaged = "headroom_journal_damaged_records_total";
+constexpr const char* kJournalBytes = "headroom_journal_bytes";
+constexpr const char* kSelfReportFailures = "headroom_self_report_failures_total";
 constexpr const char* kUpdateFailures = "headroom_exporter_update_failures_total";
 constexpr const char* kScrapeDuration = "headroom_scrape_duration_seconds";
 constexpr const char* kSeries = "headroom_series";
@@ -119,6 +125,12 @@ std::vector<MetricInfo> buildCatalog() {
       {kSampleFailures, kC, {}, "Samples that failed."},
       {kConfigReloads, kC, {}, "Configuration reloads applied."},
       {kConfigReloadFailures, kC, {}, "Configuration reloads refused (the previous configuration stays)."},
+      {kJournalUp, kG, {}, "1 when the OOM journal is open for writing, 0 when it is off (see the log for why)."},
+      {kJournalRecords, kC, {}, "OOM records written to the journal (each fsync'd)."},
+      {kJournalWriteFailures, kC, {}, "OOM records that could not be written to the journal."},
+      {kJournalDamaged, kC, {}, "Damaged journal records found (a torn tail set aside at start, corrupt lines skipped)."},
+      {kJournalBytes, kG, {}, "Size of the journal file, in bytes."},
+      {kSelfReportFailures, kC, {}, "Samples where the prover's self-reported memory use could not be read."},
       {kUpdateFailures, kC, {}, "Exporter updates that failed (the previous update's series stay)."},
       {kScrapeDuration, kG, {}, "Duration of the previous scrape's rendering, in seconds."},
       {kSeries, kG, {}, "Series exported by the last update, this one included."},
@@ -513,6 +525,12 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kSampleFailures, {}, num(self.sample_failures_total));
   sink.add(kConfigReloads, {}, num(self.config_reloads_total));
   sink.add(kConfigReloadFailures, {}, num(self.config_reload_failures_total));
+  sink.add(kJournalUp, {}, self.journal_up ? 1.0 : 0.0);
+  sink.add(kJournalRecords, {}, num(self.journal_records_total));
+  sink.add(kJournalWriteFailures, {}, num(self.journal_write_failures_total));
+  sink.add(kJournalDamaged, {}, num(self.journal_damaged_records_total));
+  sink.add(kJournalBytes, {}, num(self.journal_bytes));
+  sink.add(kSelfReportFailures, {}, num(self.self_report_failures_total));
   sink.add(kUpdateFailures, {}, num(update_failures));
   sink.add(kProcessesTracked, {}, num(snap.stats.processes_read));
   sink.add(kProcessesSkipped, {}, num(snap.stats.processes_skipped));

@@ -41,6 +41,16 @@ struct BudgetConfig {
   bool operator==(const BudgetConfig&) const = default;
 };
 
+// [journal]: the durable record of every OOM kill (docs/journal.md).
+struct JournalConfig {
+  bool enabled = true;
+  std::string path = "/var/lib/headroom/oom-journal.hrj";
+  std::uint64_t max_bytes = 64ULL << 20;            // beyond: rotated to <path>.1
+  std::chrono::milliseconds flight_window{60000};  // the flight recorder's last seconds per cgroup
+
+  bool operator==(const JournalConfig&) const = default;
+};
+
 struct AgentConfig {
   ListenAddress listen;
   std::chrono::milliseconds interval{5000};  // between samples
@@ -53,6 +63,10 @@ struct AgentConfig {
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";  // trace, debug, info, warn, error
   SensorsConfig sensors;           // [sensors]: which sensors, CUDA paths, ring and map sizes
+  JournalConfig journal;           // [journal]
+  // [prover] self_report: where the prover says how much memory it believes it uses (a file,
+  // a JSON field at a URL, a Prometheus metric; see self_report.h); "": it says nothing.
+  std::string self_report;
   // [metrics]: label cardinality bounds.
   std::size_t top_processes = 10;  // per-process series per role (the rest sum into "other")
   std::size_t max_cgroups = 256;   // per-cgroup series: the largest cgroups by usage

@@ -61,6 +61,13 @@ struct AgentSelf {
   std::uint64_t sample_failures_total = 0;
   std::uint64_t config_reloads_total = 0;
   std::uint64_t config_reload_failures_total = 0;
+  // The OOM journal (docs/journal.md).
+  bool journal_up = false;
+  std::uint64_t journal_records_total = 0;
+  std::uint64_t journal_write_failures_total = 0;
+  std::uint64_t journal_damaged_records_total = 0;
+  std::uint64_t journal_bytes = 0;
+  std::uint64_t self_report_failures_total = 0;
 };
 
 class Exporter {

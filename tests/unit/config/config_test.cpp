@@ -102,7 +102,30 @@ probe_max_age = 600
 hysteresis = "64MiB"
 state_file = "/var/lib/prover/budget.json"
 file = "/run/prover/budget"
+
+[journal]
+enabled = false
+path = "/srv/headroom/journal.hrj"
+max_bytes = "8MiB"
+flight_window = "2m"
+
+[prover]
+self_report = "http://127.0.0.1:9000/metrics#metric:cuzk_used_bytes"
 )";
+
+TEST(ConfigParse, JournalAndSelfReportBadValuesNameTheKey) {
+  for (auto [doc, says] : std::vector<std::pair<std::string, std::string>>{
+           {"[journal]\npath = \"relative.hrj\"\n", "journal.path"},
+           {"[journal]\nmax_bytes = \"4KiB\"\n", "must be at least 1MiB"},
+           {"[journal]\nflight_window = \"1s\"\n", "must be between 5s and 1h"},
+           {"[prover]\nself_report = \"https://x/m\"\n", "https is not supported"},
+           {"[prover]\nself_report = \"/run/x#xml:a\"\n", "prover.self_report"},
+       }) {
+    auto r = parseAgentConfig(doc, kSource);
+    ASSERT_FALSE(r) << doc;
+    EXPECT_NE(r.error().describe().find(says), std::string::npos) << r.error().describe();
+  }
+}
 
 TEST(ConfigParse, FullFileSetsEveryKey) {
   auto r = parseAgentConfig(kFull, kSource);
@@ -154,6 +177,11 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_EQ(b.policy.hysteresis_bytes, 64u << 20);
   EXPECT_EQ(b.state_file, "/var/lib/prover/budget.json");
   EXPECT_EQ(b.file, "/run/prover/budget");
+  EXPECT_FALSE(c.journal.enabled);
+  EXPECT_EQ(c.journal.path, "/srv/headroom/journal.hrj");
+  EXPECT_EQ(c.journal.max_bytes, 8u << 20);
+  EXPECT_EQ(c.journal.flight_window, milliseconds(120000));
+  EXPECT_EQ(c.self_report, "http://127.0.0.1:9000/metrics#metric:cuzk_used_bytes");
   // Not config keys: `headroom run`'s retries, and the relative hysteresis.
   EXPECT_EQ(b.policy.max_retries, BudgetPolicy{}.max_retries);
   EXPECT_EQ(b.policy.hysteresis_fraction, BudgetPolicy{}.hysteresis_fraction);

@@ -1,0 +1,275 @@
+// The OOM journal as an engineer meets it: the real agent records a real OOM kill of a
+// workload with a known mix (anon, shmem, page tables, an mlock'd pool) with its breakdown and
+// what grew before it; `headroom report` tells it and draws it; the agent killed with SIGKILL
+// leaves a torn record that the restarted agent sets aside before it keeps appending; an
+// unwritable journal is off, said, and the agent keeps running.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "testing/cgroup_sandbox.h"
+#include "testing/child_process.h"
+
+namespace headroom {
+namespace {
+
+using testing::CgroupSandbox;
+using testing::ChildProcess;
+using testing::runCommand;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+#define SKIP_WITHOUT_ROOT()                                                         \
+  do {                                                                              \
+    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;        \
+    if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) GTEST_SKIP() << "no BTF"; \
+  } while (0)
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/headroom-journal-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// The agent binary, its log read line by line until it says where it serves.
+class Agent {
+ public:
+  explicit Agent(std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", HEADROOM_BINARY, "--log-level", "info",
+                                     "agent", "--listen", "127.0.0.1:0"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto c = ChildProcess::spawn(argv);
+    if (!c) throw std::runtime_error(c.error().describe());
+    child_.emplace(std::move(*c));
+    static const std::regex kServing(R"(serving on http://127\.0\.0\.1:([0-9]+))");
+    while (auto line = child_->readLine(30s)) {
+      log_ += *line + "\n";
+      std::smatch m;
+      if (std::regex_search(*line, m, kServing)) {
+        port_ = std::stoi(m[1]);
+        return;
+      }
+    }
+    throw std::runtime_error("the agent never said where it serves: " + log_);
+  }
+  // Reads the log up to the first line holding `needle`.
+  std::optional<std::string> waitLog(const std::string& needle, std::chrono::milliseconds limit = 20s) {
+    // Lines read before (the start-up ones) count too, once.
+    if (auto at = log_.find(needle, searched_); at != std::string::npos) {
+      auto begin = log_.rfind('\n', at);
+      begin = begin == std::string::npos ? 0 : begin + 1;
+      auto end_of_line = log_.find('\n', at);
+      searched_ = end_of_line == std::string::npos ? log_.size() : end_of_line;
+      return log_.substr(begin, searched_ - begin);
+    }
+    searched_ = log_.size();
+    auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      auto line = child_->readLine(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()));
+      if (!line) return std::nullopt;
+      log_ += *line + "\n";
+      searched_ = log_.size();
+      if (line->find(needle) != std::string::npos) return *line;
+    }
+    return std::nullopt;
+  }
+  nlohmann::json get(const std::string& path) {
+    httplib::Client cli("127.0.0.1", port_);
+    auto r = cli.Get(path);
+    if (!r) return nullptr;
+    return nlohmann::json::parse(r->body, nullptr, false);
+  }
+  std::string metrics() {
+    httplib::Client cli("127.0.0.1", port_);
+    auto r = cli.Get("/metrics");
+    return r ? r->body : "";
+  }
+  ChildProcess& child() { return *child_; }
+  const std::string& log() const { return log_; }
+
+ private:
+  std::optional<ChildProcess> child_;
+  int port_ = 0;
+  std::string log_;
+  std::size_t searched_ = 0;  // waitLog looked at log_ up to here
+};
+
+// A workload with a known mix that climbs past the limit slowly enough for several samples.
+ChildProcess climber(const CgroupSandbox& sb, const std::string& shm) {
+  auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--shm-create", shm, std::to_string(32 * kMiB), "--sparse",
+                                std::to_string(4096 * kMiB), "--mlock", std::to_string(16 * kMiB), "--anon",
+                                std::to_string(32 * kMiB), "--grow-after-ready", std::to_string(512 * kMiB), "10"},
+                               sb.procsFile());
+  if (!w) throw std::runtime_error(w.error().describe());
+  auto line = w->readLine();
+  if (!line || line->rfind("ready", 0) != 0) throw std::runtime_error("the workload did not get ready");
+  return std::move(*w);
+}
+
+nlohmann::json reportJson(const std::string& journal, std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {HEADROOM_BINARY, "report", "--journal", journal, "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  auto r = runCommand(a);
+  if (r.exit_code != 0) throw std::runtime_error(r.err);
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("journal-kill");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(256 * kMiB));
+  TempDir tmp;
+  std::string shm = fmt::format("/dev/shm/headroom-journal-test-{}", ::getpid());
+  // What the prover believes it uses, as it would write it.
+  std::ofstream(tmp.file("used")) << "100MiB\n";
+  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--role-rule", "prover=comm:headroom-worklo",
+               "--journal", tmp.file("oom.hrj"), "--budget.state-file", tmp.file("state.json"), "--budget.margin-floor",
+               "16MiB", "--prover.self-report", tmp.file("used")});
+  ASSERT_TRUE(agent.waitLog("journal: OOM kills are recorded in")) << agent.log();
+  ChildProcess w = climber(*sb, shm);
+  auto recorded = agent.waitLog("OOM kill recorded as record 1", 30s);
+  std::filesystem::remove(shm);
+  ASSERT_TRUE(recorded) << agent.log();
+
+  nlohmann::json rec = reportJson(tmp.file("oom.hrj"));
+  EXPECT_EQ(rec["version"], 1);
+  EXPECT_EQ(rec["id"], 1);
+  // The right victim, in the right cgroup, with the kernel's own figures and task dump.
+  ASSERT_FALSE(rec["event"]["victims"].empty());
+  EXPECT_EQ(rec["event"]["victims"][0]["tgid"], w.pid());
+  EXPECT_EQ(rec["event"]["victims"][0]["comm"], "headroom-worklo");
+  EXPECT_EQ(rec["event"]["oom_domain"]["cgroup"], sb->path());
+  EXPECT_EQ(rec["event"]["oom_domain"]["limit_bytes"], 256 * kMiB);
+  EXPECT_FALSE(rec["event"]["tasks"].empty()) << "the kernel's task dump";
+  EXPECT_EQ(rec["cgroup"]["path"], sb->path());
+  // The breakdown at the last sample holds the known mix.
+  std::map<std::string, double> parts;
+  for (const auto& p : rec["cgroup"]["attribution"]["parts"]) parts[p["kind"].get<std::string>()] = p["bytes"].get<double>();
+  EXPECT_GE(parts["shmem_mapped"] + parts["shmem_unmapped"], 31.0 * kMiB) << rec["cgroup"]["attribution"].dump();
+  EXPECT_GE(parts["pagetables"], 7.0 * kMiB) << "4 GiB of sparse address space: 8 MiB of page tables";
+  EXPECT_GE(parts["anon"], 48.0 * kMiB);
+  // The workload among the processes, with its locked pool and page tables.
+  bool found = false;
+  for (const auto& p : rec["processes"]) {
+    if (p["pid"] != w.pid()) continue;
+    found = true;
+    EXPECT_EQ(p["role"], "prover");
+    EXPECT_NEAR(p["locked_bytes"].get<double>(), 16.0 * kMiB, 1.0 * kMiB);
+    EXPECT_GE(p["page_tables_bytes"].get<double>(), 7.0 * kMiB);
+  }
+  EXPECT_TRUE(found) << rec["processes"].dump();
+  // The breakdown is the last sample's: the flight recorder's last point is the same sample.
+  const auto& points = rec["flight"]["points"];
+  ASSERT_GE(points.size(), 3u) << "samples every 200 ms over a climb of about 1.5 s";
+  EXPECT_EQ(points.back()["usage_bytes"], rec["cgroup"]["memory"]["usage_bytes"]);
+  // What grew before the kill: the anon part climbed.
+  double first_anon = points.front()["parts"].value("anon", 0.0), last_anon = points.back()["parts"].value("anon", 0.0);
+  EXPECT_GT(last_anon, first_anon + 16.0 * kMiB) << points.dump();
+  // What the prover believed, and what the kernel charged.
+  EXPECT_EQ(rec["self_reported_bytes"], 100 * kMiB);
+  EXPECT_GT(rec["charged_bytes"].get<double>(), 240.0 * kMiB);
+  ASSERT_TRUE(rec["budget"].is_object()) << "a budget was in force for the prover";
+  EXPECT_GT(rec["budget"]["budget_bytes"].get<double>(), 0);
+  EXPECT_FALSE(rec["sensors"].empty());
+  EXPECT_FALSE(rec["host"]["kernel"].get<std::string>().empty());
+
+  // The report as an engineer reads it, and its picture.
+  auto text = runCommand({HEADROOM_BINARY, "report", "--journal", tmp.file("oom.hrj"), "--svg", tmp.file("kill.svg")});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find(fmt::format("pid {} (headroom-worklo) was OOM-killed in {}", w.pid(), sb->path())), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("WHAT GREW"), std::string::npos);
+  EXPECT_NE(text.out.find("the prover believed it used 100 MiB"), std::string::npos) << text.out;
+  auto xml = runCommand({"/bin/sh", "-c", "xmllint --noout \"$0\"", tmp.file("kill.svg")});
+  EXPECT_EQ(xml.exit_code, 0) << xml.err;
+  std::stringstream svg;
+  svg << std::ifstream(tmp.file("kill.svg")).rdbuf();
+  EXPECT_NE(svg.str().find("id=\"limit\""), std::string::npos);
+  EXPECT_NE(svg.str().find("id=\"kill\""), std::string::npos);
+  // The metrics say it.
+  EXPECT_NE(agent.metrics().find("headroom_journal_records_total 1"), std::string::npos);
+}
+
+TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKeepsAppending) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("journal-restart");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(128 * kMiB));
+  TempDir tmp;
+  std::string journal = tmp.file("oom.hrj");
+  std::vector<std::string> args = {"--interval", "200ms", "--cgroup", sb->path(), "--journal", journal,
+                                   "--budget.enabled", "false"};
+  auto kill = [&](Agent& agent, const std::string& needle) {
+    auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon-slow", std::to_string(256 * kMiB)}, sb->procsFile());
+    ASSERT_TRUE(w) << w.error().describe();
+    ASSERT_TRUE(agent.waitLog(needle, 30s)) << agent.log();
+  };
+  {
+    Agent agent(args);
+    kill(agent, "OOM kill recorded as record 1");
+    agent.child().kill(SIGKILL);
+    (void)agent.child().wait();
+  }
+  // What a write cut short by the SIGKILL leaves: the start of a frame, no newline.
+  {
+    std::ofstream(journal, std::ios::app) << "HRJ1 4096 0badc0de {\"version\":1,\"event\":{\"vic";
+  }
+  Agent again(args);
+  ASSERT_TRUE(again.waitLog("journal: OOM kills are recorded in")) << again.log();
+  EXPECT_NE(again.log().find("a torn last record (a crash mid-write) was set aside in"), std::string::npos) << again.log();
+  kill(again, "OOM kill recorded as record 2");
+  auto list = reportJson(journal, {"--list"});
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0]["id"], 1);
+  EXPECT_EQ(list[1]["id"], 2);
+  std::size_t torn = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path))
+    torn += e.path().filename().string().rfind("oom.hrj.torn-", 0) == 0;
+  EXPECT_EQ(torn, 1u);
+  auto plain = runCommand({HEADROOM_BINARY, "report", "--journal", journal, "--list"});
+  EXPECT_EQ(plain.err.find("damaged"), std::string::npos) << "nothing damaged is left in the journal: " << plain.err;
+  EXPECT_NE(again.metrics().find("headroom_journal_damaged_records_total 1"), std::string::npos);
+}
+
+TEST(Journal, AnUnwritableJournalIsOffAndSaidAndTheAgentKeepsRunning) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("journal-off");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--journal", "/proc/headroom/oom.hrj"});
+  auto line = agent.waitLog("the OOM journal is off");
+  ASSERT_TRUE(line) << agent.log();
+  EXPECT_NE(line->find("/proc/headroom/oom.hrj"), std::string::npos) << *line;
+  nlohmann::json h;
+  for (int i = 0; i < 50; ++i) {
+    h = agent.get("/healthz");
+    if (h.is_object() && h["status"] == "ok") break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(h["status"], "ok");
+  EXPECT_EQ(h["journal"]["state"], "off");
+  EXPECT_NE(h["journal"]["reason"].get<std::string>().find("/proc/headroom"), std::string::npos);
+  EXPECT_NE(agent.metrics().find("headroom_journal_up 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headroom
