@@ -701,12 +701,7 @@ void Agent::readSelfReport() {
   self_reported_.reset();
   if (!self_src_) return;
   Result<std::string> body = self_src_->kind == SelfReportSource::Kind::kFile
-                                 ? [&]() -> Result<std::string> {
-                                     int fd = ::open(self_src_->location.c_str(), O_RDONLY | O_CLOEXEC);
-                                     if (fd < 0) return errnoError(fmt::format("reading {}", self_src_->location));
-                                     Fd owned(fd);
-                                     return readAll(fd, self_src_->location);
-                                   }()
+                                 ? readSelfReportFile(self_src_->location)
                                  : [&]() -> Result<std::string> {
                                      // Short: a slow prover endpoint must not stall the sample.
                                      auto r = httpGet(self_src_->location, std::chrono::milliseconds(500));

@@ -34,7 +34,7 @@ Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy p) {
     into = *v;
     return ok();
   };
-  for (Status s : {size("--margin-floor", f.margin_floor, p.margin_floor), size("--margin-step", f.margin_step, p.margin_step),
+  for (const Status& s : {size("--margin-floor", f.margin_floor, p.margin_floor), size("--margin-step", f.margin_step, p.margin_step),
                    factor("--margin-growth", f.margin_growth, p.margin_growth),
                    factor("--overhead-factor", f.overhead_factor, p.overhead_factor)}) {
     if (!s) return unexpected(s.error());

@@ -24,6 +24,7 @@
 #include "agent/cli/commands.h"
 #include "headroom/controller.h"
 #include "headroom/probe.h"
+#include "headroom/self_report.h"
 #include "headroom/units.h"
 
 extern char** environ;  // NOLINT: POSIX
@@ -36,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 volatile sig_atomic_t g_signal = 0;         // the last SIGINT/SIGTERM/SIGHUP received
 volatile sig_atomic_t g_signals = 0;        // how many
 volatile sig_atomic_t g_from_terminal = 0;  // the last one came from the terminal (the prover got it too)
+volatile sig_atomic_t g_signals_seen = 0;   // g_signals when headroom run last looked: later ones stop it
 
 extern "C" void onRunSignal(int sig, siginfo_t* info, void* /*ctx*/) {
   g_signal = sig;
@@ -79,10 +81,7 @@ bool validEnvName(std::string_view n) {
 
 // "123", "512MiB" or {"used_bytes": N}: what the prover says it uses.
 std::optional<std::uint64_t> readSelfReport(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  Fd owned(fd);
-  auto text = readAll(fd, path);
+  auto text = readSelfReportFile(path);
   if (!text) return std::nullopt;
   std::string t = *text;
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
@@ -127,8 +126,9 @@ class Supervisor {
   void say(const std::string& line) { err_ << "headroom run: " << line << "\n" << std::flush; }
   Result<std::shared_ptr<const Snapshot>> sample(const std::set<pid_t>& tree);
   Result<pid_t> spawn(const BudgetDecision& d, unsigned attempt);
-  Outcome supervise(pid_t child, const BudgetDecision& d, std::uint64_t oom_kills_before);
-  void classify(Outcome& out, pid_t child, const BudgetDecision& d, std::uint64_t oom_kills_before,
+  Outcome supervise(pid_t child, const BudgetDecision& d, std::optional<std::uint64_t> oom_kills_before);
+  void classify(Outcome& out, pid_t child, const std::set<pid_t>& tree, const BudgetDecision& d,
+                std::optional<std::uint64_t> oom_kills_before,
                 const std::vector<OomEvent>& events, const std::optional<ExitEvent>& exit_event);
   bool waitForReclaim(std::uint64_t held_before, Clock::time_point since);
   std::optional<std::uint64_t> oomKills();
@@ -292,13 +292,19 @@ Result<pid_t> Supervisor::spawn(const BudgetDecision& d, unsigned attempt) {
       return unexpected(st.error().wrap("--budget-file"));
   }
   std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  env_strings.reserve(env.size());
+  for (const auto& [k, v] : env) env_strings.push_back(fmt::format("{}={}", k, v));
   std::vector<char*> argv, envp;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::string procs = host_->fs->display(host_->collector->hierarchy().directoryOf(cgroup_)) + "/cgroup.procs";
+  // What the sensors hold from before this attempt (a kill during --probe, a late report of
+  // the last attempt's kill) is not this attempt's evidence.
+  sensors_->poll(0);
+  (void)sensors_->takeOomEvents();
+  (void)sensors_->takeExitEvents();
 
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return unexpected(errnoError("pipe"));
@@ -347,7 +353,7 @@ Result<pid_t> Supervisor::spawn(const BudgetDecision& d, unsigned attempt) {
   return pid;
 }
 
-Outcome Supervisor::supervise(pid_t child, const BudgetDecision& d, std::uint64_t oom_kills_before) {
+Outcome Supervisor::supervise(pid_t child, const BudgetDecision& d, std::optional<std::uint64_t> oom_kills_before) {
   Outcome out;
   auto t0 = Clock::now();
   std::set<pid_t> tree = {child};
@@ -359,13 +365,14 @@ Outcome Supervisor::supervise(pid_t child, const BudgetDecision& d, std::uint64_
       if (x.pid == child) exit_event = x;
     }
   };
-  int seen_signals = g_signals;
+  int seen_signals = g_signals_seen;
   auto next_sample = Clock::now();
   last_tree_ = {};
   std::optional<int> status;
   while (!status) {
     if (g_signals != seen_signals) {
       seen_signals = g_signals;
+      g_signals_seen = seen_signals;
       out.stopped = true;
       // A terminal's signal reached the prover's process group already.
       if (!g_from_terminal) {
@@ -401,24 +408,26 @@ Outcome Supervisor::supervise(pid_t child, const BudgetDecision& d, std::uint64_
   out.status = *status;
   out.ended = Clock::now();
   out.seconds = seconds(out.ended - t0);
-  classify(out, child, d, oom_kills_before, events, exit_event);
+  classify(out, child, tree, d, oom_kills_before, events, exit_event);
   return out;
 }
 
-void Supervisor::classify(Outcome& out, pid_t child, const BudgetDecision& d, std::uint64_t oom_kills_before,
+void Supervisor::classify(Outcome& out, pid_t child, const std::set<pid_t>& tree, const BudgetDecision& d,
+                          std::optional<std::uint64_t> oom_kills_before,
                           const std::vector<OomEvent>& early, const std::optional<ExitEvent>& early_exit) {
   std::vector<OomEvent> events = early;
   std::optional<ExitEvent> exit_event = early_exit;
   bool sigkill = WIFSIGNALED(out.status) && WTERMSIG(out.status) == SIGKILL;
   auto after = oomKills();
-  bool counter_known = after.has_value();
-  std::uint64_t rose = counter_known && *after > oom_kills_before ? *after - oom_kills_before : 0;
+  // A counter read only once says nothing: never compare against a missing "before".
+  bool counter_known = after.has_value() && oom_kills_before.has_value();
+  std::uint64_t rose = counter_known && *after > *oom_kills_before ? *after - *oom_kills_before : 0;
 
   // The kernel's report settles a moment after the kill: wait for it when there is a kill to
   // explain (the counter rose, or a SIGKILL and no counter to ask), never on a clean exit.
   auto inCgroup = [&](const OomVictim& v) {
     pid_t tgid = v.tgid != 0 ? v.tgid : v.pid;
-    return tgid == child || (!v.cgroup.empty() && cgroupIsWithin(normaliseCgroupPath(v.cgroup), cgroup_));
+    return tree.count(tgid) > 0 || (!v.cgroup.empty() && cgroupIsWithin(normaliseCgroupPath(v.cgroup), cgroup_));
   };
   auto victimsSeen = [&] {
     std::size_t n = 0;
@@ -447,25 +456,29 @@ void Supervisor::classify(Outcome& out, pid_t child, const BudgetDecision& d, st
     for (const OomVictim& v : e.victims) {
       if (v.kill_skipped || !inCgroup(v)) continue;
       pid_t tgid = v.tgid != 0 ? v.tgid : v.pid;
-      if (tgid == child && prover_victim == nullptr) {
+      // The prover is its whole tree: a wrapper's child killed is the prover killed.
+      if (tree.count(tgid) > 0 && prover_victim == nullptr) {
         prover_victim = &v;
         prover_event = &e;
-      } else if (tgid != child && other_victim == nullptr) {
+      } else if (tree.count(tgid) == 0 && other_victim == nullptr) {
         other_victim = &v;
       }
     }
   }
-  std::string counter = counter_known ? fmt::format("{} oom_kill {} -> {}", cgroup_, oom_kills_before, *after)
+  std::string counter = counter_known ? fmt::format("{} oom_kill {} -> {}", cgroup_, *oom_kills_before, *after)
                                       : fmt::format("{} has no oom_kill counter", cgroup_);
   bool exit_says_oom = exit_event && exit_event->kind == ExitKind::kOomKilled;
 
-  if (sigkill && (prover_victim != nullptr || exit_says_oom)) {
+  bool prover_killed = sigkill || (prover_victim != nullptr && prover_victim->tgid != child && prover_victim->pid != child);
+  if (prover_killed && (prover_victim != nullptr || (sigkill && exit_says_oom))) {
     out.prover_oom = true;
     std::string by = prover_event != nullptr ? (prover_event->from_bpf && prover_event->from_kmsg ? "mark_victim + /dev/kmsg"
                                                 : prover_event->from_bpf                         ? "mark_victim"
                                                                                                   : "/dev/kmsg")
                                              : "the exit sensor (marked by the OOM killer)";
-    out.evidence = fmt::format("OOM kill of pid {} confirmed by the kernel ({}; {})", child, by, counter);
+    pid_t victim = prover_victim != nullptr ? (prover_victim->tgid != 0 ? prover_victim->tgid : prover_victim->pid) : child;
+    out.evidence = fmt::format("OOM kill of pid {}{} confirmed by the kernel ({}; {})", victim,
+                               victim == child ? "" : fmt::format(" (of the prover's tree, started by pid {})", child), by, counter);
     if (prover_event != nullptr && prover_event->domain_cgroup)
       out.evidence += fmt::format("; OOM domain {}", *prover_event->domain_cgroup);
   } else if (sigkill && rose > 0 && other_victim == nullptr) {
@@ -510,9 +523,8 @@ bool Supervisor::waitForReclaim(std::uint64_t held_before, Clock::time_point sin
   std::uint64_t target = held_before + slack;
   std::uint64_t h = held();
   std::uint64_t start = h;
-  int seen_signals = g_signals;
   while (h > target) {
-    if (g_signals != seen_signals) return false;
+    if (g_signals != g_signals_seen) return false;
     if (Clock::now() - t0 >= reclaim_timeout_) {
       say(fmt::format("usage did not fall back in {:.1f} s (holds {}, {} before the attempt): retrying anyway",
                       seconds(Clock::now() - t0), formatBytes(h), formatBytes(held_before)));
@@ -594,13 +606,22 @@ int Supervisor::run() {
       cleanup();
       return last_status >= 0 ? exitCodeOf(last_status) : kExitFailure;
     }
+    if (g_signals != g_signals_seen) {
+      say("stopped by a signal before the attempt started: not started");
+      cleanup();
+      return last_status >= 0 ? exitCodeOf(last_status) : 128 + static_cast<int>(g_signal);
+    }
     std::uint64_t held_before = held();
-    std::uint64_t kills_before = oomKills().value_or(0);
+    std::optional<std::uint64_t> kills_before = oomKills();
     auto pid = spawn(d, attempt);
     if (!pid) {
       say(pid.error().describe());
       cleanup();
-      return pid.error().message.rfind("moving", 0) == 0 ? 126 : 127;
+      // 126/127 as a shell says them, for the prover that could not be placed or started;
+      // headroom's own failures (the budget file, fork) are 1.
+      if (pid.error().message.rfind("moving the prover", 0) == 0) return 126;
+      if (pid.error().message.rfind("starting ", 0) == 0) return 127;
+      return kExitFailure;
     }
     say(fmt::format("attempt {}/{} starts: pid {}, {}", attempt, attempts, *pid, d.reason));
     Outcome out = supervise(*pid, d, kills_before);

@@ -166,6 +166,9 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
   bool fresh = !last_ || margin_changed_ || last_->valid != valid;
   if (!fresh) {
     std::uint64_t band = std::max(policy_.hysteresis_bytes, scaled(last_->budget, policy_.hysteresis_fraction));
+    // Keeping a budget above what is safe now eats into the margin: downwards, the band is at
+    // most a quarter of the margin.
+    if (computed < last_->budget) band = std::min(band, last_->margin / 4);
     std::uint64_t delta = computed > last_->budget ? computed - last_->budget : last_->budget - computed;
     fresh = delta > band;
   }

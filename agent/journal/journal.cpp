@@ -387,6 +387,8 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions&
     auto aside = setAside(path, std::string_view(*text).substr(scan.tail_offset));
     if (!aside) return fail(aside.error());
     st.torn_file = *aside;
+    // The set-aside copy's name is durable before the journal loses those bytes.
+    syncDir(dir);
     if (::ftruncate(*fd, static_cast<off_t>(scan.tail_offset)) != 0)
       return fail(errnoError(fmt::format("cutting the torn tail off journal {}", path)));
     if (::fsync(*fd) != 0) return fail(errnoError(fmt::format("fsync of journal {}", path)));

@@ -1,7 +1,10 @@
 // The prover's self-reported memory use: the source spec and the number's extraction (pure).
 #include "headroom/self_report.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cmath>
@@ -66,6 +69,39 @@ bool parseSeries(std::string_view s, std::string& name, std::map<std::string, st
 }
 
 }  // namespace
+
+Result<std::string> readSelfReportFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return unexpected(errnoError(fmt::format("reading {}", path)));
+  struct stat st {};
+  std::string out;
+  Status status = ok();
+  if (::fstat(fd, &st) != 0) {
+    status = unexpected(errnoError(fmt::format("reading {}", path)));
+  } else if (!S_ISREG(st.st_mode)) {
+    status = unexpected(makeError(0, fmt::format("{}: not a regular file", path)));
+  } else {
+    constexpr std::size_t kMax = 1U << 20;
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        status = unexpected(errnoError(fmt::format("reading {}", path)));
+        break;
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+      if (out.size() > kMax) {
+        status = unexpected(makeError(0, fmt::format("{}: larger than 1 MiB, not a self-report", path)));
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (!status) return unexpected(status.error());
+  return out;
+}
 
 std::string SelfReportSource::text() const {
   std::string s = kind == Kind::kFile ? "file:" + location : location;

@@ -29,6 +29,9 @@ struct SelfReportSource {
 // "http://127.0.0.1:9000/metrics#metric:cuzk_memory_used_bytes{pool=\"all\"}".
 Result<SelfReportSource> parseSelfReportSource(std::string_view spec);
 
+// Reads a self-report file: a regular file only (never blocks on a FIFO), at most 1 MiB.
+Result<std::string> readSelfReportFile(const std::string& path);
+
 // The bytes the body says, per `field`. Errors say what was looked for and what was found.
 Result<std::uint64_t> extractSelfReport(const SelfReportSource& src, std::string_view body);
 

@@ -277,6 +277,28 @@ TEST(Run, AnOomKillBesideTheProverGrowsTheMargin) {
   EXPECT_GE(state["learned_margin_bytes"].get<std::uint64_t>(), 32 * kMiB);
 }
 
+TEST(Run, AnOomKillInsideTheProversTreeIsTheProversThroughAWrapper) {
+  SKIP_WITHOUT_CGROUPS();
+  auto sb = CgroupSandbox::create("run-wrapper");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(256 * kMiB));
+  TempDir tmp;
+  // A launch script that does not exec: the shell waits, its child is the one killed, and the
+  // shell exits 137 by itself (no signal of its own).
+  std::vector<std::string> a = {HEADROOM_BINARY, "run", "--cgroup", sb->path(), "--margin-floor", "16MiB", "--margin-step",
+                                "16MiB", "--state-file", tmp.file("state.json"), "--", "/bin/sh", "-c",
+                                "\"$0\" \"$@\"; exit $?", HEADROOM_TEST_PROVER};
+  a.insert(a.end(), kOverheadProver.begin(), kOverheadProver.end());
+  auto r = runCommand(a);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto at = attempts(r.err);
+  ASSERT_GE(at.size(), 2u) << r.err;
+  EXPECT_EQ(at[0].outcome, "oom_killed") << at[0].line;
+  EXPECT_NE(at[0].line.find("of the prover's tree, started by pid"), std::string::npos) << at[0].line;
+  EXPECT_EQ(at.back().outcome, "exited(0)");
+  EXPECT_EQ(readJson(tmp.file("state.json"))["last_kill"]["prover_victim"], true);
+}
+
 TEST(Run, PassesSigtermOnToTheProverAndExitsWithItsStatus) {
   SKIP_WITHOUT_CGROUPS();
   auto sb = CgroupSandbox::create("run-signal");

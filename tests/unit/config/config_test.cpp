@@ -513,7 +513,8 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
       "probe.enabled", "probe.min_interval", "probe.cgroup", "budget.enabled", "budget.cgroup", "budget.margin_floor",
       "budget.margin_growth", "budget.margin_step", "budget.overhead_factor", "budget.give_back_after",
       "budget.clean_period", "budget.growth_window", "budget.probe_max_age", "budget.hysteresis", "budget.state_file",
-      "budget.file"};
+      "budget.file", "journal.enabled", "journal.path", "journal.max_bytes", "journal.flight_window",
+      "prover.self_report"};
   std::set<std::string> got;
   for (const ConfigKey& k : configKeys()) {
     got.insert(k.name);
