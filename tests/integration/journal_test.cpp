@@ -251,6 +251,48 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
   EXPECT_NE(again.metrics().find("headroom_journal_damaged_records_total 1"), std::string::npos);
 }
 
+TEST(Journal, TheProversSelfReportIsReadFromItsPrometheusEndpoint) {
+  SKIP_WITHOUT_ROOT();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 to serve the prover's metrics";
+  auto sb = CgroupSandbox::create("journal-selfreport");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  TempDir tmp;
+  auto serve = [&](const std::string& body) { std::ofstream(tmp.file("metrics")) << body; };
+  serve("# TYPE cuzk_used_bytes gauge\ncuzk_used_bytes{pool=\"gpu\"} 1\ncuzk_used_bytes{pool=\"all\"} 123456789\n");
+  // The prover's metrics endpoint: a real HTTP server on loopback, serving that file.
+  auto server = ChildProcess::spawn({"/usr/bin/python3", "-u", "-m", "http.server", "--bind", "127.0.0.1", "0", "--directory",
+                                     tmp.path.string()});
+  ASSERT_TRUE(server) << server.error().describe();
+  auto line = server->readLine(10s);  // "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
+  ASSERT_TRUE(line) << "python3 http.server did not start";
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(*line, m, std::regex(R"(port ([0-9]+))"))) << *line;
+  std::string url = fmt::format("http://127.0.0.1:{}/metrics#metric:cuzk_used_bytes{{pool=\"all\"}}", m[1].str());
+  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--budget.cgroup", sb->path(), "--budget.margin-floor",
+               "16MiB", "--budget.state-file", tmp.file("state.json"), "--journal", tmp.file("oom.hrj"),
+               "--prover.self-report", url});
+  nlohmann::json b;
+  for (int i = 0; i < 50; ++i) {
+    b = agent.get("/v1/budget");
+    if (b.is_object() && b.contains("inputs") && b["inputs"]["self_reported_bytes"].is_number()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(b.is_object() && b.contains("inputs")) << b.dump();
+  EXPECT_EQ(b["inputs"]["self_reported_bytes"], 123456789u) << b.dump();
+  // A value that is not a number: counted, said once, and the budget goes on without it.
+  serve("cuzk_used_bytes{pool=\"all\"} lots\n");
+  ASSERT_TRUE(agent.waitLog("prover.self_report:", 10s)) << agent.log();
+  std::string metrics;
+  for (int i = 0; i < 50; ++i) {
+    metrics = agent.metrics();
+    if (metrics.find("headroom_self_report_failures_total 0") == std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_NE(metrics.find("headroom_self_report_failures_total"), std::string::npos);
+  EXPECT_EQ(metrics.find("headroom_self_report_failures_total 0\n"), std::string::npos);
+  server->kill(SIGTERM);
+}
+
 TEST(Journal, AnUnwritableJournalIsOffAndSaidAndTheAgentKeepsRunning) {
   SKIP_WITHOUT_ROOT();
   auto sb = CgroupSandbox::create("journal-off");
