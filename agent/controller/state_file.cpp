@@ -8,38 +8,9 @@
 #include <fmt/format.h>
 
 #include "headroom/controller.h"
+#include "headroom/files.h"
 
 namespace headroom {
-namespace {
-
-Status makeDirs(const std::string& dir) {
-  if (dir.empty() || dir == "/") return ok();
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return ok();
-    return unexpected(makeError(ENOTDIR, fmt::format("making directory {}", dir)));
-  }
-  auto slash = dir.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) {
-    if (auto s = makeDirs(dir.substr(0, slash)); !s) return s;
-  }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return unexpected(errnoError(fmt::format("making directory {}", dir)));
-  return ok();
-}
-
-Status writeAll(int fd, std::string_view content, const std::string& path) {
-  while (!content.empty()) {
-    ssize_t n = ::write(fd, content.data(), content.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return unexpected(errnoError(fmt::format("writing {}", path)));
-    }
-    content.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return ok();
-}
-
-}  // namespace
 
 std::string defaultStatePath(std::string_view cgroup, std::string_view dir) {
   std::string name = normaliseCgroupPath(cgroup);
@@ -48,30 +19,6 @@ std::string defaultStatePath(std::string_view cgroup, std::string_view dir) {
   }
   if (name == "_") name.clear();  // the root cgroup: "budget.json"
   return fmt::format("{}/budget{}.json", dir, name);
-}
-
-Status writeFileAtomic(const std::string& path, std::string_view content) {
-  auto slash = path.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  if (auto s = makeDirs(dir); !s) return unexpected(s.error().wrap(fmt::format("writing {}", path)));
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return unexpected(errnoError(fmt::format("creating {}", tmp)));
-  Status st = writeAll(fd, content, tmp);
-  if (st && ::fsync(fd) != 0) st = unexpected(errnoError(fmt::format("fsync of {}", tmp)));
-  if (::close(fd) != 0 && st) st = unexpected(errnoError(fmt::format("closing {}", tmp)));
-  if (st && ::rename(tmp.c_str(), path.c_str()) != 0) st = unexpected(errnoError(fmt::format("renaming {} to {}", tmp, path)));
-  if (!st) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  // The rename itself must survive a crash: sync the directory entry.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return ok();
 }
 
 Result<std::optional<ControllerState>> loadState(const std::string& path) {

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "headroom/journal.h"
+#include "headroom/files.h"
 #include "headroom/snapshot_json.h"
 
 namespace headroom {
@@ -219,49 +220,6 @@ ScanResult scanIds(std::string_view bytes, std::uint64_t& max_id) {
   return out;
 }
 
-std::string parentDir(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-Status makeDirs(const std::string& dir) {
-  if (dir.empty() || dir == "/" || dir == ".") return ok();
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return ok();
-    return unexpected(makeError(ENOTDIR, fmt::format("making directory {}", dir)));
-  }
-  if (errno != ENOENT) return unexpected(errnoError(fmt::format("making directory {}", dir)));
-  std::string parent = parentDir(dir);
-  if (parent != dir) {
-    if (auto s = makeDirs(parent); !s) return s;
-  }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return unexpected(errnoError(fmt::format("making directory {}", dir)));
-  return ok();
-}
-
-void syncDir(const std::string& dir) {
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
-Status writeAll(int fd, std::string_view content, const std::string& path) {
-  while (!content.empty()) {
-    ssize_t n = ::write(fd, content.data(), content.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return unexpected(errnoError(fmt::format("writing {}", path)));
-    }
-    if (n == 0) return unexpected(makeError(EIO, fmt::format("writing {}: no progress", path)));
-    content.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return ok();
-}
-
 Result<std::string> readFd(int fd, const std::string& path) {
   std::string text;
   char buf[1 << 16];
@@ -366,8 +324,8 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions&
   const std::string& path = opts.path;
   if (path.empty()) return unexpected(makeError(EINVAL, "opening journal: no path"));
   if (opts.max_bytes == 0) return unexpected(makeError(EINVAL, fmt::format("opening journal {}: max_bytes is 0", path)));
-  const std::string dir = parentDir(path);
-  if (auto s = makeDirs(dir); !s) return unexpected(s.error().wrap(fmt::format("opening journal {}", path)));
+  const std::string dir = parentDirectory(path);
+  if (auto s = makeDirectories(dir); !s) return unexpected(s.error().wrap(fmt::format("opening journal {}", path)));
   auto fd = openLocked(path);
   if (!fd) return unexpected(fd.error());
   auto fail = [&](Error e) -> Result<std::unique_ptr<JournalWriter>> {
@@ -375,7 +333,7 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions&
     return unexpected(std::move(e));
   };
   // The directory entry of a newly created file must survive a crash too.
-  syncDir(dir);
+  syncDirectory(dir);
 
   auto text = readFd(*fd, path);
   if (!text) return fail(text.error());
@@ -388,11 +346,11 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions&
     if (!aside) return fail(aside.error());
     st.torn_file = *aside;
     // The set-aside copy's name is durable before the journal loses those bytes.
-    syncDir(dir);
+    syncDirectory(dir);
     if (::ftruncate(*fd, static_cast<off_t>(scan.tail_offset)) != 0)
       return fail(errnoError(fmt::format("cutting the torn tail off journal {}", path)));
     if (::fsync(*fd) != 0) return fail(errnoError(fmt::format("fsync of journal {}", path)));
-    syncDir(dir);
+    syncDirectory(dir);
   }
   st.bytes = scan.tail_offset;
   text->clear();
@@ -427,7 +385,7 @@ Status JournalWriter::reopen() {
   }
   fd_ = *fd;
   stats_.bytes = static_cast<std::uint64_t>(st.st_size);
-  syncDir(parentDir(opts_.path));
+  syncDirectory(parentDirectory(opts_.path));
   return ok();
 }
 
@@ -443,7 +401,7 @@ Status JournalWriter::rotate() {
   dirty_ = false;
   ++stats_.rotations;
   stats_.bytes = 0;
-  syncDir(parentDir(opts_.path));
+  syncDirectory(parentDirectory(opts_.path));
   return reopen();
 }
 

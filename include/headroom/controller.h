@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "headroom/files.h"  // writeFileAtomic, for the budget file
 #include "headroom/result.h"
 #include "headroom/snapshot.h"
 
@@ -191,8 +192,6 @@ std::string defaultStatePath(std::string_view cgroup, std::string_view dir = "/v
 Result<std::optional<ControllerState>> loadState(const std::string& path);
 // Atomic: a temporary file beside it, fsync, rename, fsync of the directory (made if missing).
 Status saveState(const std::string& path, const ControllerState& s);
-// The same atomic write for any small file (the budget file for launch scripts).
-Status writeFileAtomic(const std::string& path, std::string_view content);
 
 // Formats a budget for the prover: "{bytes}", "{kib}", "{mib}", "{gib}" (whole units, rounded
 // down) and "{gib_float}" (two decimals) are replaced in `tmpl`. Error: an unknown placeholder.
