@@ -1,10 +1,7 @@
 // The agent as operators run it: the real binary, real cgroups and OOM kills, its HTTP
 // endpoint scraped by a real Prometheus and checked by promtool, SIGHUP reloads, sd_notify
 // against a socket the test owns, and label cardinality under 2,000 short-lived processes.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/socket.h>
@@ -30,191 +27,29 @@
 #include "headroom/parse.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
+#include "testing/integration.h"
 
 namespace headroom {
 namespace {
 
 using testing::CgroupSandbox;
 using testing::ChildProcess;
+using testing::freePort;
+using testing::httpGet;
+using testing::httpPost;
+using testing::metric;
+using testing::spawnReady;
+using testing::TempDir;
+using Agent = testing::AgentProcess;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-#define SKIP_WITHOUT_ROOT()                                                         \
-  do {                                                                              \
-    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;        \
-    if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) GTEST_SKIP() << "no BTF"; \
-  } while (0)
-
-// A loopback port nobody listens on right now.
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/headroom-agent-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name, const std::string& content) const {
-    auto p = path / name;
-    std::ofstream(p) << content;
-    return p.string();
-  }
-};
-
-struct Http {
-  int status = 0;
-  std::string body;
-};
-Http get(int port, const std::string& path, const httplib::Params& params = {}) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(2, 0);
-  c.set_read_timeout(10, 0);
-  auto r = params.empty() ? c.Get(path) : c.Get(path, params, httplib::Headers{});
-  if (!r) return {};
-  return {r->status, r->body};
-}
-
-Http post(int port, const std::string& path) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(2, 0);
-  c.set_read_timeout(120, 0);
-  auto r = c.Post(path);
-  if (!r) return {};
-  return {r->status, r->body};
-}
-
-// The value of one series in an exposition text: `name{...}` whose labels include `want`.
-std::optional<double> metric(const std::string& text, const std::string& name,
-                             const std::map<std::string, std::string>& want = {}) {
-  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
-  for (auto line : splitLines(text)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (line.substr(0, name.size()) != name) continue;
-    std::string_view rest = line.substr(name.size());
-    std::map<std::string, std::string> labels;
-    if (!rest.empty() && rest[0] == '{') {
-      auto close = rest.rfind('}');
-      std::string inner(rest.substr(1, close - 1));
-      for (std::sregex_iterator it(inner.begin(), inner.end(), kLabel), end; it != end; ++it)
-        labels[(*it)[1]] = (*it)[2];
-      rest = rest.substr(close + 1);
-    } else if (!rest.empty() && rest[0] != ' ') {
-      continue;  // a longer name with this prefix
-    }
-    bool match = true;
-    for (const auto& [k, v] : want) match = match && labels.count(k) && labels[k] == v;
-    if (!match) continue;
-    return std::strtod(std::string(trim(rest)).c_str(), nullptr);
-  }
-  return std::nullopt;
-}
-
 std::size_t seriesCount(const std::string& text) {
   std::size_t n = 0;
   for (auto line : splitLines(text)) n += !line.empty() && line[0] != '#';
   return n;
-}
-
-// The agent binary, its stderr folded into the stdout the test reads. It listens on a port the
-// kernel picks (127.0.0.1:0) and says which in its "serving on" log line.
-class Agent {
- public:
-  explicit Agent(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-    std::string envs;
-    for (const auto& [k, v] : env) envs += k + "='" + v + "' ";
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec env " + envs + "\"$0\" \"$@\" 2>&1", HEADROOM_BINARY,
-                                     "agent", "--listen", "127.0.0.1:0"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    // What the budget controller learns stays in the test's own file, never /var/lib/headroom.
-    if (std::find(args.begin(), args.end(), "--budget.state-file") == args.end()) {
-      static int n = 0;
-      state_file_ = fmt::format("/tmp/headroom-agent-test-{}-{}.json", ::getpid(), n++);
-      argv.insert(argv.end(), {"--budget.state-file", state_file_});
-    }
-    auto c = ChildProcess::spawn(argv);
-    if (!c) throw std::runtime_error(c.error().describe());
-    child_.emplace(std::move(*c));
-    static const std::regex kServing(R"(serving on http://127\.0\.0\.1:([0-9]+))");
-    while (auto line = child_->readLine(30s)) {
-      log_.push_back(*line);
-      std::smatch m;
-      if (std::regex_search(*line, m, kServing)) {
-        port_ = std::stoi(m[1]);
-        return;
-      }
-    }
-    throw std::runtime_error("the agent never said where it serves");
-  }
-  ~Agent() {
-    child_.reset();
-    if (!state_file_.empty()) std::filesystem::remove(state_file_);
-  }
-  Agent(const Agent&) = delete;
-  Agent& operator=(const Agent&) = delete;
-  int port() const { return port_; }
-  ChildProcess& child() { return *child_; }
-  // Every log line read so far (and more, up to the first one holding `needle`).
-  const std::vector<std::string>& log() const { return log_; }
-  std::optional<std::string> readLogUntil(const std::string& needle, std::chrono::milliseconds limit = 10s) {
-    auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      auto line = child_->readLine(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()));
-      if (!line) return std::nullopt;
-      log_.push_back(*line);
-      if (line->find(needle) != std::string::npos) return *line;
-    }
-    return std::nullopt;
-  }
-
-  // Waits until /healthz answers 200 (the first sample is in).
-  bool waitHealthy(std::chrono::milliseconds limit = 30s) {
-    auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      if (get(port_, "/healthz").status == 200) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  }
-  std::string metrics() { return get(port_, "/metrics").body; }
-
-  // Scrapes until `pred(text)` holds.
-  template <typename Pred>
-  bool waitMetrics(Pred pred, std::chrono::milliseconds limit = 20s) {
-    auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      if (pred(metrics())) return true;
-      std::this_thread::sleep_for(200ms);
-    }
-    return false;
-  }
-
- private:
-  int port_ = 0;
-  std::optional<ChildProcess> child_;
-  std::vector<std::string> log_;
-  std::string state_file_;
-};
-
-ChildProcess spawnReady(const std::vector<std::string>& args, const std::string& procs) {
-  auto c = ChildProcess::spawn(args, procs);
-  if (!c) throw std::runtime_error(c.error().describe());
-  auto line = c->readLine();
-  if (!line || line->rfind("ready", 0) != 0) throw std::runtime_error("workload did not get ready");
-  return std::move(*c);
 }
 
 TEST(Agent, ServesTheTestCgroupAndPromtoolAcceptsTheMetrics) {
@@ -253,23 +88,23 @@ TEST(Agent, ServesTheTestCgroupAndPromtoolAcceptsTheMetrics) {
   EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
 
   // The JSON API: the snapshot has the same schema as `headroom snapshot --json`.
-  auto snap = get(agent.port(), "/v1/snapshot");
+  auto snap = httpGet(agent.port(), "/v1/snapshot");
   ASSERT_EQ(snap.status, 200);
   auto j = nlohmann::json::parse(snap.body);
   bool found = false;
   for (const auto& c : j["cgroups"]) found = found || c["memory"]["path"] == sb->path();
   EXPECT_TRUE(found) << snap.body.substr(0, 2000);
-  auto health = nlohmann::json::parse(get(agent.port(), "/healthz").body);
+  auto health = nlohmann::json::parse(httpGet(agent.port(), "/healthz").body);
   EXPECT_EQ(health["status"], "ok");
   EXPECT_FALSE(health["sensors"].empty());
-  EXPECT_EQ(get(agent.port(), "/nope").status, 404);
+  EXPECT_EQ(httpGet(agent.port(), "/nope").status, 404);
 
   // SIGTERM: a clean stop, exit 0; every log line was one JSON object.
   agent.child().kill(SIGTERM);
   auto st = agent.child().wait(20s);
   ASSERT_TRUE(st);
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << *st;
-  (void)agent.readLogUntil("\"stopped\"", 10s);
+  (void)agent.waitLog("\"stopped\"", 10s);
   std::size_t lines = 0;
   bool said_stopped = false, said_missing = false;
   for (const std::string& line : agent.log()) {
@@ -312,7 +147,7 @@ scrape_configs:
   ASSERT_TRUE(prom) << prom.error().describe();
 
   auto query = [&](const std::string& q) -> nlohmann::json {
-    auto r = get(prom_port, "/api/v1/query", {{"query", q}});
+    auto r = httpGet(prom_port, "/api/v1/query", {{"query", q}});
     if (r.status != 200) return nlohmann::json::array();
     auto j = nlohmann::json::parse(r.body, nullptr, false);
     if (j.is_discarded() || j["status"] != "success") return nlohmann::json::array();
@@ -375,7 +210,7 @@ TEST(Agent, RealOomKillIsCountedAndListed) {
   // The kernel's own counter for the cgroup agrees.
   EXPECT_GE(metric(text, "headroom_cgroup_oom_kills_total", {{"cgroup", sb->path()}}).value_or(0), 1.0);
 
-  auto ooms = get(agent.port(), "/v1/ooms");
+  auto ooms = httpGet(agent.port(), "/v1/ooms");
   ASSERT_EQ(ooms.status, 200);
   auto j = nlohmann::json::parse(ooms.body);
   EXPECT_EQ(j["total"], 1);
@@ -386,7 +221,7 @@ TEST(Agent, RealOomKillIsCountedAndListed) {
   EXPECT_EQ(e["victims"][0]["cgroup"], sb->path());
   EXPECT_EQ(e["oom_domain"]["cgroup"], sb->path());
   EXPECT_EQ(e["oom_domain"]["limit_bytes"], 64 * kMiB);
-  EXPECT_EQ(get(agent.port(), "/v1/ooms", {{"limit", "0"}}).body.find("\"events\":[]") != std::string::npos, true);
+  EXPECT_EQ(httpGet(agent.port(), "/v1/ooms", {{"limit", "0"}}).body.find("\"events\":[]") != std::string::npos, true);
 }
 
 TEST(Agent, SighupReloadsRoleRulesLive) {
@@ -419,7 +254,7 @@ TEST(Agent, SighupReloadsRoleRulesLive) {
   EXPECT_EQ(metric(text, "headroom_config_reloads_total"), 1.0);
   // The sensors were kept: still attached, not restarted.
   EXPECT_EQ(metric(text, "headroom_sensor_state", {{"sensor", "oom"}, {"state", "active"}}), 1.0);
-  auto reloaded = agent.readLogUntil("config reloaded");
+  auto reloaded = agent.waitLog("config reloaded", 10s);
   ASSERT_TRUE(reloaded);
   EXPECT_NE(reloaded->find("sensors kept"), std::string::npos) << *reloaded;
   // A [sensors] change restarts them, and their counters do not go back.
@@ -428,7 +263,7 @@ TEST(Agent, SighupReloadsRoleRulesLive) {
                                      "[sensors]\nexit_ring_bytes = \"512KiB\"\n",
                                      sb->path()));
   agent.child().kill(SIGHUP);
-  reloaded = agent.readLogUntil("config reloaded");
+  reloaded = agent.waitLog("config reloaded", 10s);
   ASSERT_TRUE(reloaded);
   EXPECT_NE(reloaded->find("sensors restarted"), std::string::npos) << *reloaded;
   ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_config_reloads_total") == 2.0; }));
@@ -466,7 +301,7 @@ TEST(Agent, TellsSystemdReadyWatchdogAndStopping) {
   };
   ASSERT_TRUE(waitFor("READY=1", 30s));
   EXPECT_NE(messages.back().find("MAINPID=" + std::to_string(agent.child().pid())), std::string::npos) << messages.back();
-  EXPECT_EQ(get(agent.port(), "/healthz").status, 200) << "READY comes after the first sample";
+  EXPECT_EQ(httpGet(agent.port(), "/healthz").status, 200) << "READY comes after the first sample";
   // Watchdog pings every half period (200 ms here): several within two seconds.
   int pings = 0;
   auto end = Clock::now() + 2s;
@@ -546,7 +381,7 @@ TEST(Agent, ProbeOnDemandIsOffByDefaultRateLimitedAndExported) {
   auto w = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(64 * kMiB)}, sb->procsFile());
   {
     Agent off({"--interval", "500ms", "--cgroup", sb->path(), "--sensors.bpf", "false"});
-    auto r = post(off.port(), "/v1/probe?cgroup=" + sb->path());
+    auto r = httpPost(off.port(), "/v1/probe?cgroup=" + sb->path());
     EXPECT_EQ(r.status, 403) << r.body;
     EXPECT_NE(r.body.find("probe.enabled"), std::string::npos) << r.body;
   }
@@ -555,7 +390,7 @@ TEST(Agent, ProbeOnDemandIsOffByDefaultRateLimitedAndExported) {
   ASSERT_TRUE(agent.waitHealthy());
   auto before = sb->read();
   ASSERT_TRUE(before);
-  auto r = post(agent.port(), "/v1/probe");
+  auto r = httpPost(agent.port(), "/v1/probe");
   ASSERT_EQ(r.status, 200) << r.body;
   auto j = nlohmann::json::parse(r.body);
   EXPECT_EQ(j["cgroup"], sb->path());
@@ -569,11 +404,11 @@ TEST(Agent, ProbeOnDemandIsOffByDefaultRateLimitedAndExported) {
   EXPECT_EQ(metric(text, "headroom_probes_total", {{"outcome", "done"}}), 1.0);
   EXPECT_EQ(metric(text, "headroom_probe_aborted", {{"cgroup", sb->path()}}), 0.0);
   // Rate-limited: a second request within probe.min_interval is refused, not run.
-  auto again = post(agent.port(), "/v1/probe");
+  auto again = httpPost(agent.port(), "/v1/probe");
   EXPECT_EQ(again.status, 429) << again.body;
   EXPECT_NE(again.body.find("retry_after_seconds"), std::string::npos);
   // GET is not how a probe is asked for.
-  EXPECT_EQ(get(agent.port(), "/v1/probe").status, 405);
+  EXPECT_EQ(httpGet(agent.port(), "/v1/probe").status, 405);
   auto after = sb->read();
   ASSERT_TRUE(after);
   EXPECT_EQ(after->oom_kills.value_or(0), before->oom_kills.value_or(0));

@@ -3,13 +3,9 @@
 // the prover raises the generation and the margin at once and is kept in the state file;
 // `headroom budget` prints the agent's budget while it runs, and one computed locally that
 // agrees with it when it does not.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,145 +27,26 @@
 #include "headroom/parse.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
+#include "testing/integration.h"
 
 namespace headroom {
 namespace {
 
 using testing::CgroupSandbox;
 using testing::ChildProcess;
+using testing::httpGet;
+using testing::metric;
 using testing::runCommand;
+using testing::spawnReady;
+using testing::TempDir;
+using Agent = testing::AgentProcess;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-#define SKIP_WITHOUT_ROOT()                                                         \
-  do {                                                                              \
-    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;        \
-    if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) GTEST_SKIP() << "no BTF"; \
-  } while (0)
-
-// A directory removed with everything in it; under /dev/shm for shared memory files.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const char* parent = "/tmp") {
-    std::string tmpl = fmt::format("{}/headroom-budget-test-XXXXXX", parent);
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-struct Http {
-  int status = 0;
-  std::string body;
-};
-Http get(int port, const std::string& path) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(2, 0);
-  c.set_read_timeout(10, 0);
-  auto r = c.Get(path);
-  if (!r) return {};
-  return {r->status, r->body};
-}
-
-// The value of one series in an exposition text: `name{...}` whose labels include `want`.
-std::optional<double> metric(const std::string& text, const std::string& name,
-                             const std::map<std::string, std::string>& want = {}) {
-  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
-  for (auto line : splitLines(text)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (line.substr(0, name.size()) != name) continue;
-    std::string_view rest = line.substr(name.size());
-    std::map<std::string, std::string> labels;
-    if (!rest.empty() && rest[0] == '{') {
-      auto close = rest.rfind('}');
-      std::string inner(rest.substr(1, close - 1));
-      for (std::sregex_iterator it(inner.begin(), inner.end(), kLabel), end; it != end; ++it)
-        labels[(*it)[1]] = (*it)[2];
-      rest = rest.substr(close + 1);
-    } else if (!rest.empty() && rest[0] != ' ') {
-      continue;  // a longer name with this prefix
-    }
-    bool match = true;
-    for (const auto& [k, v] : want) match = match && labels.count(k) && labels[k] == v;
-    if (!match) continue;
-    return std::strtod(std::string(trim(rest)).c_str(), nullptr);
-  }
-  return std::nullopt;
-}
-
 double unixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// The agent binary, its stderr folded into the stdout the test reads; it listens on a port the
-// kernel picks and says which in its "serving on" line.
-class Agent {
- public:
-  explicit Agent(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", HEADROOM_BINARY, "agent", "--listen",
-                                     "127.0.0.1:0"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto c = ChildProcess::spawn(argv);
-    if (!c) throw std::runtime_error(c.error().describe());
-    child_.emplace(std::move(*c));
-    static const std::regex kServing(R"(serving on http://127\.0\.0\.1:([0-9]+) \(([^)]*)\))");
-    while (auto line = child_->readLine(30s)) {
-      log_ += *line + "\n";
-      std::smatch m;
-      if (std::regex_search(*line, m, kServing)) {
-        port_ = std::stoi(m[1]);
-        paths_ = m[2];
-        return;
-      }
-    }
-    throw std::runtime_error("the agent never said where it serves");
-  }
-  int port() const { return port_; }
-  const std::string& servedPaths() const { return paths_; }
-  std::string url() const { return fmt::format("http://127.0.0.1:{}", port_); }
-  ChildProcess& child() { return *child_; }
-
-  // /v1/budget once it answers 200 and `pred` holds.
-  template <typename Pred>
-  std::optional<nlohmann::json> waitBudget(Pred pred, std::chrono::milliseconds limit = 20s,
-                                           std::chrono::milliseconds every = 50ms) {
-    auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      Http r = get(port_, "/v1/budget");
-      if (r.status == 200) {
-        auto j = nlohmann::json::parse(r.body);
-        if (pred(j)) return j;
-      }
-      std::this_thread::sleep_for(every);
-    }
-    return std::nullopt;
-  }
-  std::optional<nlohmann::json> waitBudget() {
-    return waitBudget([](const nlohmann::json&) { return true; });
-  }
-  // Stops it (SIGTERM) and returns everything it logged.
-  std::string stop() {
-    child_->kill(SIGTERM);
-    while (auto line = child_->readLine(20s)) log_ += *line + "\n";
-    (void)child_->wait(20s);
-    return log_;
-  }
-
- private:
-  int port_ = 0;
-  std::string paths_;
-  std::optional<ChildProcess> child_;
-  std::string log_;
-};
-
-ChildProcess spawnReady(const std::vector<std::string>& args, const std::string& procs) {
-  auto c = ChildProcess::spawn(args, procs);
-  if (!c) throw std::runtime_error(c.error().describe());
-  auto line = c->readLine();
-  if (!line || line->rfind("ready", 0) != 0) throw std::runtime_error("workload did not get ready");
-  return std::move(*c);
 }
 
 std::uint64_t u64(const nlohmann::json& j, const char* key) { return j.at(key).get<std::uint64_t>(); }
@@ -197,7 +74,7 @@ TEST(BudgetAgent, NeighbourGrowingSharedMemoryLowersTheBudgetOnTheNextTick) {
   Agent agent(args);
   EXPECT_NE(agent.servedPaths().find("/v1/budget"), std::string::npos) << agent.servedPaths();
   auto before = agent.waitBudget([](const nlohmann::json& j) { return j["inputs"]["prover_processes"] == 1; });
-  ASSERT_TRUE(before) << get(agent.port(), "/v1/budget").body;
+  ASSERT_TRUE(before) << httpGet(agent.port(), "/v1/budget").body;
   EXPECT_EQ((*before)["cgroup"], sb->path());
   const std::uint64_t b0 = u64(*before, "budget_bytes");
   const std::uint64_t gen0 = u64(*before, "generation");
@@ -243,7 +120,7 @@ TEST(BudgetAgent, NeighbourGrowingSharedMemoryLowersTheBudgetOnTheNextTick) {
   EXPECT_EQ(u64(*after, "margin_bytes"), 16 * kMiB);
   EXPECT_TRUE(fileHolds(b1)) << "the budget file follows the new generation";
   // The metrics say the same.
-  auto text = get(agent.port(), "/metrics").body;
+  auto text = httpGet(agent.port(), "/metrics").body;
   auto now = agent.waitBudget();
   ASSERT_TRUE(now);
   EXPECT_EQ(metric(text, "headroom_budget_bytes", {{"cgroup", sb->path()}}), static_cast<double>(u64(*now, "budget_bytes")));
@@ -271,7 +148,7 @@ TEST(BudgetAgent, OomKillOfTheProverRaisesGenerationAndMarginAtOnce) {
   args.insert(args.end(), kRoleRules.begin(), kRoleRules.end());
   Agent agent(args);
   auto before = agent.waitBudget();
-  ASSERT_TRUE(before) << get(agent.port(), "/v1/budget").body;
+  ASSERT_TRUE(before) << httpGet(agent.port(), "/v1/budget").body;
   EXPECT_EQ((*before)["inputs"]["prover_processes"], 0) << "no prover yet, and a budget already";
   const std::uint64_t gen0 = u64(*before, "generation");
   const std::uint64_t m0 = u64(*before, "margin_bytes");
@@ -285,7 +162,7 @@ TEST(BudgetAgent, OomKillOfTheProverRaisesGenerationAndMarginAtOnce) {
   ASSERT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << "the prover was not OOM-killed: " << *st;
   const auto killed_at = Clock::now();
   auto after = agent.waitBudget([](const nlohmann::json& j) { return j["learned"]["oom_kills"] == 1; }, 15s, 20ms);
-  ASSERT_TRUE(after) << get(agent.port(), "/v1/budget").body;
+  ASSERT_TRUE(after) << httpGet(agent.port(), "/v1/budget").body;
   const double published_ms = std::chrono::duration<double, std::milli>(Clock::now() - killed_at).count();
   const std::uint64_t m1 = u64(*after, "margin_bytes");
   const std::uint64_t gen1 = u64(*after, "generation");
@@ -316,7 +193,7 @@ TEST(BudgetAgent, OomKillOfTheProverRaisesGenerationAndMarginAtOnce) {
   EXPECT_EQ(saved["oom_kills"], 1);
   EXPECT_EQ(saved["last_kill"]["prover_victim"], true);
 
-  auto text = get(agent.port(), "/metrics").body;
+  auto text = httpGet(agent.port(), "/metrics").body;
   std::map<std::string, std::string> cg = {{"cgroup", sb->path()}};
   EXPECT_EQ(metric(text, "headroom_budget_margin_changes_total", {{"cgroup", sb->path()}, {"reason", "oom_kill"}}), 1.0);
   EXPECT_EQ(metric(text, "headroom_margin_bytes", cg), static_cast<double>(m1));
@@ -423,9 +300,11 @@ TEST(BudgetAgent, SighupAppliesANewPolicyAndKeepsWhatWasLearned) {
         sb->path(), floor, tmp.file("state.json"), tmp.file("budget"));
   };
   config("16MiB");
-  Agent agent({"--config", tmp.file("agent.toml")});
+  Agent::Options own_config;  // the config names the state file
+  own_config.own_state_file = false;
+  Agent agent({"--config", tmp.file("agent.toml")}, own_config);
   auto first = agent.waitBudget();
-  ASSERT_TRUE(first) << get(agent.port(), "/v1/budget").body;
+  ASSERT_TRUE(first) << httpGet(agent.port(), "/v1/budget").body;
   EXPECT_EQ(u64(*first, "margin_bytes"), 24 * kMiB) << "the learned margin, above the floor";
   EXPECT_EQ((*first)["learned"]["oom_kills"], 1);
   auto fileText = [&] {
@@ -439,9 +318,9 @@ TEST(BudgetAgent, SighupAppliesANewPolicyAndKeepsWhatWasLearned) {
   // A floor above the limit: no room, said on /v1/budget; the budget file goes, the gauge too.
   config("1GiB");
   agent.child().kill(SIGHUP);
-  Http none;
+  testing::HttpResponse none;
   for (auto end = Clock::now() + 10s; Clock::now() < end; std::this_thread::sleep_for(50ms)) {
-    none = get(agent.port(), "/v1/budget");
+    none = httpGet(agent.port(), "/v1/budget");
     if (none.status == 503) break;
   }
   ASSERT_EQ(none.status, 503) << none.body;
@@ -451,7 +330,7 @@ TEST(BudgetAgent, SighupAppliesANewPolicyAndKeepsWhatWasLearned) {
   EXPECT_EQ(j["decision"]["valid"], false);
   EXPECT_EQ(u64(j["decision"], "margin_bytes"), 1ULL << 30);
   EXPECT_FALSE(std::filesystem::exists(tmp.file("budget"))) << "no stale budget for a launch script";
-  auto text = get(agent.port(), "/metrics").body;
+  auto text = httpGet(agent.port(), "/metrics").body;
   EXPECT_FALSE(metric(text, "headroom_budget_bytes", {{"cgroup", sb->path()}}));
   EXPECT_EQ(metric(text, "headroom_margin_bytes", {{"cgroup", sb->path()}}), static_cast<double>(1ULL << 30));
 

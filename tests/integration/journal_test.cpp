@@ -4,7 +4,6 @@
 // leaves a torn record that the restarted agent sets aside before it keeps appending; an
 // unwritable journal is off, said, and the agent keeps running.
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
+#include "testing/integration.h"
 
 namespace headroom {
 namespace {
@@ -29,88 +29,20 @@ namespace {
 using testing::CgroupSandbox;
 using testing::ChildProcess;
 using testing::runCommand;
+using testing::TempDir;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-#define SKIP_WITHOUT_ROOT()                                                         \
-  do {                                                                              \
-    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;        \
-    if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) GTEST_SKIP() << "no BTF"; \
-  } while (0)
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/headroom-journal-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
+// The agent at log level info: the journal's lines are what these tests wait for.
+struct Agent : testing::AgentProcess {
+  explicit Agent(std::vector<std::string> args) : AgentProcess(std::move(args), infoLog()) {}
+  static Options infoLog() {
+    Options o;
+    o.global_args = {"--log-level", "info"};
+    return o;
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-// The agent binary, its log read line by line until it says where it serves.
-class Agent {
- public:
-  explicit Agent(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", HEADROOM_BINARY, "--log-level", "info",
-                                     "agent", "--listen", "127.0.0.1:0"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto c = ChildProcess::spawn(argv);
-    if (!c) throw std::runtime_error(c.error().describe());
-    child_.emplace(std::move(*c));
-    static const std::regex kServing(R"(serving on http://127\.0\.0\.1:([0-9]+))");
-    while (auto line = child_->readLine(30s)) {
-      log_ += *line + "\n";
-      std::smatch m;
-      if (std::regex_search(*line, m, kServing)) {
-        port_ = std::stoi(m[1]);
-        return;
-      }
-    }
-    throw std::runtime_error("the agent never said where it serves: " + log_);
-  }
-  // Reads the log up to the first line holding `needle`.
-  std::optional<std::string> waitLog(const std::string& needle, std::chrono::milliseconds limit = 20s) {
-    // Lines read before (the start-up ones) count too, once.
-    if (auto at = log_.find(needle, searched_); at != std::string::npos) {
-      auto begin = log_.rfind('\n', at);
-      begin = begin == std::string::npos ? 0 : begin + 1;
-      auto end_of_line = log_.find('\n', at);
-      searched_ = end_of_line == std::string::npos ? log_.size() : end_of_line;
-      return log_.substr(begin, searched_ - begin);
-    }
-    searched_ = log_.size();
-    auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      auto line = child_->readLine(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()));
-      if (!line) return std::nullopt;
-      log_ += *line + "\n";
-      searched_ = log_.size();
-      if (line->find(needle) != std::string::npos) return *line;
-    }
-    return std::nullopt;
-  }
-  nlohmann::json get(const std::string& path) {
-    httplib::Client cli("127.0.0.1", port_);
-    auto r = cli.Get(path);
-    if (!r) return nullptr;
-    return nlohmann::json::parse(r->body, nullptr, false);
-  }
-  std::string metrics() {
-    httplib::Client cli("127.0.0.1", port_);
-    auto r = cli.Get("/metrics");
-    return r ? r->body : "";
-  }
-  ChildProcess& child() { return *child_; }
-  const std::string& log() const { return log_; }
-
- private:
-  std::optional<ChildProcess> child_;
-  int port_ = 0;
-  std::string log_;
-  std::size_t searched_ = 0;  // waitLog looked at log_ up to here
 };
 
 // A workload with a known mix that climbs past the limit slowly enough for several samples.
@@ -144,12 +76,14 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
   std::ofstream(tmp.file("used")) << "100MiB\n";
   Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--role-rule", "prover=comm:headroom-worklo",
                "--journal", tmp.file("oom.hrj"), "--budget.state-file", tmp.file("state.json"), "--budget.margin-floor",
-               "16MiB", "--prover.self-report", tmp.file("used")});
-  ASSERT_TRUE(agent.waitLog("journal: OOM kills are recorded in")) << agent.log();
+               "16MiB", "--prover.self-report", tmp.file("used"),
+               // A budget from the first sample on, whether or not a sample catches the prover before it dies.
+               "--budget.cgroup", sb->path()});
+  ASSERT_TRUE(agent.waitLog("journal: OOM kills are recorded in")) << agent.logText();
   ChildProcess w = climber(*sb, shm);
   auto recorded = agent.waitLog("OOM kill recorded as record 1", 30s);
   std::filesystem::remove(shm);
-  ASSERT_TRUE(recorded) << agent.log();
+  ASSERT_TRUE(recorded) << agent.logText();
 
   nlohmann::json rec = reportJson(tmp.file("oom.hrj"));
   EXPECT_EQ(rec["version"], 1);
@@ -222,7 +156,7 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
   auto kill = [&](Agent& agent, const std::string& needle) {
     auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon-slow", std::to_string(256 * kMiB)}, sb->procsFile());
     ASSERT_TRUE(w) << w.error().describe();
-    ASSERT_TRUE(agent.waitLog(needle, 30s)) << agent.log();
+    ASSERT_TRUE(agent.waitLog(needle, 30s)) << agent.logText();
   };
   {
     Agent agent(args);
@@ -235,8 +169,8 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
     std::ofstream(journal, std::ios::app) << "HRJ1 4096 0badc0de {\"version\":1,\"event\":{\"vic";
   }
   Agent again(args);
-  ASSERT_TRUE(again.waitLog("journal: OOM kills are recorded in")) << again.log();
-  EXPECT_NE(again.log().find("a torn last record (a crash mid-write) was set aside in"), std::string::npos) << again.log();
+  ASSERT_TRUE(again.waitLog("journal: OOM kills are recorded in")) << again.logText();
+  EXPECT_NE(again.logText().find("a torn last record (a crash mid-write) was set aside in"), std::string::npos) << again.logText();
   kill(again, "OOM kill recorded as record 2");
   auto list = reportJson(journal, {"--list"});
   ASSERT_EQ(list.size(), 2u);
@@ -273,7 +207,7 @@ TEST(Journal, TheProversSelfReportIsReadFromItsPrometheusEndpoint) {
                "--prover.self-report", url});
   nlohmann::json b;
   for (int i = 0; i < 50; ++i) {
-    b = agent.get("/v1/budget");
+    b = agent.getJson("/v1/budget");
     if (b.is_object() && b.contains("inputs") && b["inputs"]["self_reported_bytes"].is_number()) break;
     std::this_thread::sleep_for(100ms);
   }
@@ -281,7 +215,7 @@ TEST(Journal, TheProversSelfReportIsReadFromItsPrometheusEndpoint) {
   EXPECT_EQ(b["inputs"]["self_reported_bytes"], 123456789u) << b.dump();
   // A value that is not a number: counted, said once, and the budget goes on without it.
   serve("cuzk_used_bytes{pool=\"all\"} lots\n");
-  ASSERT_TRUE(agent.waitLog("prover.self_report:", 10s)) << agent.log();
+  ASSERT_TRUE(agent.waitLog("prover.self_report:", 10s)) << agent.logText();
   std::string metrics;
   for (int i = 0; i < 50; ++i) {
     metrics = agent.metrics();
@@ -299,11 +233,11 @@ TEST(Journal, AnUnwritableJournalIsOffAndSaidAndTheAgentKeepsRunning) {
   ASSERT_TRUE(sb) << sb.error().describe();
   Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--journal", "/proc/headroom/oom.hrj"});
   auto line = agent.waitLog("the OOM journal is off");
-  ASSERT_TRUE(line) << agent.log();
+  ASSERT_TRUE(line) << agent.logText();
   EXPECT_NE(line->find("/proc/headroom/oom.hrj"), std::string::npos) << *line;
   nlohmann::json h;
   for (int i = 0; i < 50; ++i) {
-    h = agent.get("/healthz");
+    h = agent.getJson("/healthz");
     if (h.is_object() && h["status"] == "ok") break;
     std::this_thread::sleep_for(100ms);
   }

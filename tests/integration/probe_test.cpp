@@ -8,6 +8,7 @@
 
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
+#include "testing/integration.h"
 
 namespace headroom {
 namespace {
@@ -17,11 +18,6 @@ using testing::ChildProcess;
 using testing::runCommand;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
-
-#define SKIP_WITHOUT_CGROUPS()                                                \
-  do {                                                                        \
-    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why; \
-  } while (0)
 
 ChildProcess holder(const CgroupSandbox& sb, std::uint64_t bytes) {
   auto c = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon", std::to_string(bytes)}, sb.procsFile());

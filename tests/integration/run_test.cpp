@@ -13,10 +13,12 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
+#include "testing/integration.h"
 
 namespace headroom {
 namespace {
@@ -24,23 +26,9 @@ namespace {
 using testing::CgroupSandbox;
 using testing::ChildProcess;
 using testing::runCommand;
+using testing::TempDir;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
-
-#define SKIP_WITHOUT_CGROUPS()                                                \
-  do {                                                                        \
-    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why; \
-  } while (0)
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/headroom-run-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // One attempt as `headroom run` logged it.
 struct Attempt {
@@ -326,6 +314,16 @@ TEST(Run, TheReclaimWaitFollowsUsageAndIsBounded) {
   auto sb = CgroupSandbox::create("run-reclaim");
   ASSERT_TRUE(sb) << sb.error().describe();
   ASSERT_TRUE(sb->setLimit(256 * kMiB));
+  // The children the provers left behind (every attempt starts one): only processes in this
+  // test's own sandbox, all started by its commands. Gone before the next block measures.
+  auto clearLeftovers = [&] {
+    for (int i = 0; i < 100; ++i) {
+      auto pids = sb->pids();
+      if (!pids || pids->empty()) return;
+      for (pid_t p : *pids) ::kill(p, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  };
   {
     // The prover's child holds 48 MiB for 3 s from its start and outlives the OOM-killed
     // prover: the wait lasts until it lets go, not a fixed time.
@@ -338,24 +336,15 @@ TEST(Run, TheReclaimWaitFollowsUsageAndIsBounded) {
     EXPECT_GT(std::stod(m[2]), 0.3) << "it waited for the child's 48 MiB: " << r.err;
     EXPECT_LT(std::stod(m[1]), 5.0) << r.err;
   }
+  clearLeftovers();
   {
     // The same child holding on for 20 s: the wait ends at --reclaim-timeout and says so.
     TempDir tmp;
     auto r = runCommand(runArgs(*sb, tmp, {"--reclaim-timeout", "500ms", "--max-retries", "1"},
                                 {"--leave-child", "48MiB:20000", "--pool", "48MiB", "--sparse", "8GiB"}));
     EXPECT_NE(r.err.find("usage did not fall back in 0.5 s"), std::string::npos) << r.err;
-    for (const auto& d : std::filesystem::directory_iterator("/proc")) {
-      std::ifstream comm(d.path() / "comm");
-      std::string name;
-      std::getline(comm, name);
-      std::ifstream cg(d.path() / "cgroup");
-      std::stringstream ss;
-      ss << cg.rdbuf();
-      // Only the children this test's provers left in its own sandbox.
-      if (name == "prover-child" && ss.str().find(sb->path()) != std::string::npos)
-        ::kill(std::stoi(d.path().filename().string()), SIGKILL);
-    }
   }
+  clearLeftovers();
 }
 
 TEST(Run, ProbesFirstWhenAskedAndTheBudgetNeverExceedsWhatItFound) {
