@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::uint64_t budget = size(text);
-  std::printf("budget %llu\n", static_cast<unsigned long long>(budget));
+  std::printf("budget %s\n", std::to_string(budget).c_str());
   std::fflush(stdout);
   report(report_path, 0);
   if (early) finish(then);
@@ -205,7 +205,8 @@ int main(int argc, char** argv) {
     touch(mapAnon(n), n);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  std::printf("allocated %llu\n", static_cast<unsigned long long>(used + grab));
+  const std::uint64_t total = used + grab;
+  std::printf("allocated %s\n", std::to_string(total).c_str());
   std::fflush(stdout);
   std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
   finish(then);
