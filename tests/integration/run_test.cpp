@@ -328,8 +328,11 @@ TEST(Run, TheReclaimWaitFollowsUsageAndIsBounded) {
     // The prover's child holds 48 MiB for 3 s from its start and outlives the OOM-killed
     // prover: the wait lasts until it lets go, not a fixed time.
     TempDir tmp;
-    auto r = runCommand(runArgs(*sb, tmp, {}, {"--leave-child", "48MiB:3000", "--pool", "48MiB", "--sparse", "8GiB"}));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Only the wait after the first kill is measured here; whether a later attempt fits depends
+    // on what the samples caught of a prover that dies within a second.
+    auto r = runCommand(runArgs(*sb, tmp, {"--max-retries", "1"},
+                                {"--leave-child", "48MiB:3000", "--pool", "48MiB", "--sparse", "8GiB"}));
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 137) << r.err;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(reclaimed ([\d.]+) s after the prover ended \(([\d.]+) s of waiting\))")))
         << r.err;
