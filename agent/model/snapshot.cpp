@@ -140,8 +140,20 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     auto it = raw.ancestors.find(path);
     return it == raw.ancestors.end() ? nullptr : &it->second;
   };
+  // Every cgroup's bounds before any is moved into the snapshot: a watched cgroup is also the
+  // ancestor that bounds the watched cgroups below it.
+  std::vector<std::vector<Bound>> bounds(raw.cgroups.size());
+  for (std::size_t i = 0; i < raw.cgroups.size(); ++i) {
+    const CgroupMemory& cg = raw.cgroups[i];
+    if (cg.limit) bounds[i].push_back(Bound{cg.path, *cg.limit, cg.usage, reclaimableBytes(cg)});
+    for (auto parent = parentCgroup(cg.path); parent; parent = parentCgroup(*parent)) {
+      const CgroupMemory* a = limitOf(*parent);
+      if (a != nullptr && a->limit) bounds[i].push_back(Bound{a->path, *a->limit, a->usage, reclaimableBytes(*a)});
+    }
+  }
 
-  for (auto& cg : raw.cgroups) {
+  for (std::size_t ci = 0; ci < raw.cgroups.size(); ++ci) {
+    CgroupMemory& cg = raw.cgroups[ci];
     CgroupSnapshot cs;
     std::vector<const ProcessSample*> subtree;
     for (std::size_t i = 0; i < snap->processes.size(); ++i) {
@@ -152,11 +164,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
     cs.attribution = attributeCgroup(cg, subtree);
 
-    if (cg.limit) cs.bounds.push_back(Bound{cg.path, *cg.limit, cg.usage, reclaimableBytes(cg)});
-    for (auto parent = parentCgroup(cg.path); parent; parent = parentCgroup(*parent)) {
-      const CgroupMemory* a = limitOf(*parent);
-      if (a != nullptr && a->limit) cs.bounds.push_back(Bound{a->path, *a->limit, a->usage, reclaimableBytes(*a)});
-    }
+    cs.bounds = std::move(bounds[ci]);
     const Meminfo& mi = snap->host.meminfo;
     cs.bounds.push_back(Bound{"host", mi.mem_total, mi.mem_total - std::min(mi.mem_total, mi.mem_available), 0});
     cs.tightest = *std::min_element(cs.bounds.begin(), cs.bounds.end(),

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "headroom/collector.h"
 #include "headroom/snapshot.h"
 #include "headroom/snapshot_json.h"
@@ -28,6 +30,33 @@ TEST(Snapshot, TightestBoundIsTheAncestorLimit) {
   const CgroupSnapshot* root = snap->findCgroup("/");
   ASSERT_NE(root, nullptr);
   EXPECT_EQ(root->tightest->name, "host");
+}
+
+// A watched cgroup is also the ancestor that bounds the watched cgroups below it (the agent
+// with `--cgroup /proving` watches /proving itself and /proving/prover): the parent's limit
+// must reach the child whatever order the two are built in.
+TEST(Snapshot, AWatchedParentStillBoundsItsWatchedChild) {
+  testing::FixtureTree t;
+  testing::provingHostV1(t);
+  auto fs = t.fs();  // the collector holds on to it
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c.has_value());
+  CollectOptions opts;
+  opts.cgroups = {"/proving"};
+  auto raw = c->collect(opts);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  // Parents first: the order in which a move of the parent would hide its limit.
+  std::sort(raw->cgroups.begin(), raw->cgroups.end(),
+            [](const CgroupMemory& a, const CgroupMemory& b) { return a.path.size() < b.path.size(); });
+  ASSERT_GE(raw->cgroups.size(), 2u);
+  EXPECT_EQ(raw->cgroups.front().path, "/proving");
+  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::vector<RoleRule>{}));
+  const CgroupSnapshot* prover = snap->findCgroup("/proving/prover");
+  ASSERT_NE(prover, nullptr);
+  ASSERT_EQ(prover->bounds.size(), 2u);
+  EXPECT_EQ(prover->bounds[0].name, "/proving");
+  EXPECT_EQ(prover->tightest->name, "/proving");
+  EXPECT_EQ(prover->headroom().value(), 3 * kGiB);
 }
 
 TEST(Snapshot, ProcessesAttributedToTheirDeepestCgroupWithRoles) {
