@@ -89,6 +89,10 @@ struct ConfigKey {
   bool repeatable = false;  // list keys: the flag may be given several times
 };
 const std::vector<ConfigKey>& configKeys();
+// The value of key `name` in `cfg`, written as in the TOML file: "\"5s\"", "true", "20000",
+// "[\"prover=comm:cuzk\"]"; with AgentConfig{} that is the key's default. An unknown name is an
+// error. (docs/configuration.md is checked against it.)
+Result<std::string> configValue(const AgentConfig& cfg, std::string_view name);
 
 // Parses a TOML document; `source` names it in errors ("/etc/headroom/agent.toml").
 // Unknown keys and bad values are errors naming the key, the value and what is allowed.
