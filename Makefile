@@ -1,13 +1,14 @@
 # headroom: the two set-up commands, plus the rest. Thin: CMake does the building.
 #   make run    install missing Debian packages, build (Release), start the agent on safe defaults
 #   make test   install missing packages, build (Debug, ASan+UBSan), run every test through ctest
+#   make demo   the incident headroom exists for, reproduced at small scale (root)
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 RELEASE := build/release
 DEBUG := build/debug
 CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
 
-.PHONY: all deps build build-debug run test unit-test tidy bench clean
+.PHONY: all deps build build-debug run test unit-test tidy bench demo clean
 
 all: build
 
@@ -45,6 +46,13 @@ $(BENCH)/build.ninja:
 bench: deps $(BENCH)/build.ninja
 	cmake --build $(BENCH) -j $(JOBS) --target headroom fault-bench oom-latency headroom-workload memset-loop bpf-floor
 	python3 tests/bench/run.py $(BENCH)
+
+# The incident at small scale (root, under a minute): a prover OOM-killed by memory its budget
+# never saw, `headroom report` explaining it, `headroom run` converging. Release binaries and the
+# test programs from the bench build; the journal, logs and HTML report stay in build/demo.
+demo: deps $(BENCH)/build.ninja
+	cmake --build $(BENCH) -j $(JOBS) --target headroom headroom-test-prover headroom-workload
+	HEADROOM_BIN_DIR=$(BENCH) DEMO_OUT=build/demo tests/demo/demo.sh
 
 tidy: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -L lint

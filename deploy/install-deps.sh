@@ -11,7 +11,7 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libsystemd-dev
 )
-test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 libxml2-utils)
+test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml libxml2-utils libcap2-bin systemd)
 
 want=("${build_pkgs[@]}")
 if [ "${1:-}" != "--build-only" ]; then want+=("${test_pkgs[@]}"); fi
