@@ -43,7 +43,9 @@ Result<std::uint64_t> u64Field(const nlohmann::json& j, const char* key) {
   return it->get<std::uint64_t>();
 }
 
-Result<Answer> askAgent(const BudgetCliOptions& opts) {
+// `refused`: the agent answered with a decision of no budget (no room): that is the answer, and
+// computing one here instead would hand out what the agent, with more history, refused.
+Result<Answer> askAgent(const BudgetCliOptions& opts, bool& refused) {
   std::string base = opts.agent_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::string url = base + "/v1/budget";
@@ -53,6 +55,8 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
   if (r->status != 200) {
     std::string why = j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
                                                                                      : fmt::format("HTTP {}", r->status);
+    refused = j.is_object() && j.contains("decision") && j["decision"].is_object() &&
+              (opts.cgroup.empty() || normaliseCgroupPath(opts.cgroup) == j.value("cgroup", ""));
     return makeError(0, fmt::format("{} answered {}: {}", url, r->status, why));
   }
   if (!j.is_object()) return makeError(0, fmt::format("{}: the answer is not a JSON object", url));
@@ -164,13 +168,18 @@ int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostre
 
   std::string agent_said;
   if (!opts.local) {
-    auto a = askAgent(opts);
+    bool refused = false;
+    auto a = askAgent(opts, refused);
     if (a) {
       spdlog::info("budget for {} from the agent at {} (generation {})", a->cgroup, opts.agent_url, a->generation);
       print(*a, opts.format, out);
       return kExitOk;
     }
     agent_said = a.error().describe();
+    if (refused) {
+      err << "headroom budget: no budget: " << agent_said << "\n";
+      return kExitFailure;
+    }
     spdlog::info("no budget from the agent ({}): computing it here", agent_said);
   }
   Failure failure;

@@ -292,6 +292,24 @@ TEST(BudgetCli, TheAgentAnswersFirst) {
   EXPECT_EQ(agent.paths().size(), asked);
 }
 
+// An agent that decided there is no room (a 503 with its decision) has the last word: a budget
+// computed here, with less history, would hand out what it refused.
+TEST(BudgetCli, AnAgentThatFindsNoRoomIsTheLastWord) {
+  Host h;
+  FakeAgent agent(503, R"({"error":"no budget for /proving/prover: no room: 64 MiB under /proving","cgroup":"/proving/prover","decision":{"valid":false}})");
+  std::vector<std::string> args = {"--agent", agent.url(), "--cgroup", "/proving/prover", "--role-rule", "prover=comm:cuzk",
+                                   "--state-file", h.t.root() + "/state/budget.json"};
+  ASSERT_GT(bytesOf(runCommand(h.local())), 0u) << "a local budget exists, so a fallback would have printed one";
+  auto r = runCommand(h.cmd(args));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("no room: 64 MiB under /proving"), std::string::npos) << r.err;
+  // The same refusal for another cgroup than the one asked about is not an answer for this one.
+  FakeAgent other(503, R"({"error":"no budget for /proving/curio: no room","cgroup":"/proving/curio","decision":{"valid":false}})");
+  args[1] = other.url();
+  EXPECT_EQ(bytesOf(runCommand(h.cmd(args))), bytesOf(runCommand(h.local())));
+}
+
 TEST(BudgetCli, AnAgentWithoutABudgetIsNotTheLastWord) {
   Host h;
   FakeAgent agent(503, R"({"error":"no prover to budget for: add a role rule"})");
