@@ -66,6 +66,18 @@ std::int64_t nowNs(clockid_t c) {
 
 std::string commOf(const char (&c)[HR_COMM_LEN]) { return std::string(c, strnlen(c, HR_COMM_LEN)); }
 
+// access() with the effective ids and capabilities. Plain access() checks the real uid and, for
+// a non-root one, drops every capability: an agent running as its own user with
+// CAP_DAC_READ_SEARCH (systemd User= + AmbientCapabilities=) would be told that /sys/kernel/tracing
+// (mode 0700) or a prover's binary does not exist although it can open them.
+bool canAccess(const char* path, int mode) { return ::faccessat(AT_FDCWD, path, mode, AT_EACCESS) == 0; }
+
+// The kernel's own BTF. Given to libbpf as the CO-RE target so that it never searches the kernel
+// modules' BTF: libbpf 1.1 (Debian 12) walks them with BPF_BTF_GET_NEXT_ID, which needs
+// CAP_SYS_ADMIN, and fails the whole load without it whenever a type flavour is absent from
+// vmlinux (struct mm_rss_stat___old on 6.2+). Every type headroom relocates is in vmlinux.
+constexpr const char* kVmlinuxBtf = "/sys/kernel/btf/vmlinux";
+
 struct LinkDeleter {
   void operator()(bpf_link* l) const { bpf_link__destroy(l); }
 };
@@ -307,7 +319,7 @@ struct Sensors::Impl {
   }
 
   bool ensureTracefs() const {
-    if (::access("/sys/kernel/tracing/events", F_OK) == 0 || ::access("/sys/kernel/debug/tracing/events", F_OK) == 0)
+    if (canAccess("/sys/kernel/tracing/events", F_OK) || canAccess("/sys/kernel/debug/tracing/events", F_OK))
       return true;
     // tracefs is not mounted on a fresh machine; tp/ programs need it (raw_tp/tp_btf do not).
     if (::mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0) {
@@ -319,7 +331,7 @@ struct Sensors::Impl {
 
   bool syscallTracepointsExist() const {
     for (const char* base : {"/sys/kernel/tracing/events/syscalls", "/sys/kernel/debug/tracing/events/syscalls"}) {
-      if (::access(fmt::format("{}/sys_enter_mmap", base).c_str(), F_OK) == 0) return true;
+      if (canAccess(fmt::format("{}/sys_enter_mmap", base).c_str(), F_OK)) return true;
     }
     return false;
   }
@@ -330,6 +342,12 @@ struct Sensors::Impl {
   void startKmsg();
   Status trackCgroupsNow(const std::vector<std::uint64_t>& ids);
   Status attachCudaNow(const std::string& path, bool runtime);
+  // A CUDA target found (or configured) but not attached: said in the sensor's state unless
+  // another target is already attached.
+  void cudaFailed(const Error& e) {
+    if (status("cuda").state != SensorState::kActive) set("cuda", SensorState::kDegraded, e.describe());
+    else spdlog::warn("cuda: {}", e.describe());
+  }
 };
 
 namespace {
@@ -353,7 +371,8 @@ const std::map<std::string, std::vector<const char*>>& sensorPrograms() {
 }  // namespace
 
 Result<Ok> Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std::map<std::string, std::string>& notes) {
-  skel.reset(headroom_bpf__open());
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = canAccess(kVmlinuxBtf, R_OK) ? kVmlinuxBtf : nullptr);
+  skel.reset(headroom_bpf__open_opts(&opts));
   if (!skel) return errnoError("opening the headroom BPF object");
   skel->rodata->cfg_filter_cgroups = cfg.tracked_cgroups.has_value();
   skel->rodata->cfg_cgroup_v1 = mounts.memoryVersion() == 1;
@@ -511,9 +530,17 @@ void Sensors::Impl::startBpf() {
     rings.reset();
   }
   if (enabled.count("cuda")) {
-    for (const auto& lib : cfg.cuda_libraries) (void)attachCudaNow(lib, false);
-    for (const auto& t : cfg.cuda_runtime_targets) (void)attachCudaNow(t, true);
-    if (cuda_attached.empty()) set("cuda", SensorState::kOff, "no CUDA library found yet (libcuda.so.1)");
+    std::optional<Error> failure;
+    for (const auto& lib : cfg.cuda_libraries) {
+      if (auto st = attachCudaNow(lib, false); !st && !failure) failure = st.error();
+    }
+    for (const auto& t : cfg.cuda_runtime_targets) {
+      if (auto st = attachCudaNow(t, true); !st && !failure) failure = st.error();
+    }
+    if (cuda_attached.empty()) {
+      if (failure) set("cuda", SensorState::kDegraded, failure->describe());
+      else set("cuda", SensorState::kOff, "no CUDA library found yet (libcuda.so.1)");
+    }
   }
 }
 
@@ -558,7 +585,7 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
   if (!skel) return makeError(ENODEV, "BPF is not loaded");
   if (path.empty() || path.front() != '/') return makeError(EINVAL, fmt::format("CUDA target \"{}\" is not an absolute path", path));
   if (cuda_attached.count(path)) return ok();
-  if (::access(path.c_str(), R_OK) != 0) return errnoError(fmt::format("CUDA target {}", path));
+  if (!canAccess(path.c_str(), R_OK)) return errnoError(fmt::format("CUDA target {}", path));
   auto symbols = elfFunctionOffsets(path);
   if (!symbols) return symbols.error();
   std::size_t attached = 0;
@@ -578,7 +605,12 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
       if (l == nullptr || r == nullptr) {
         int err = errno;
         if (l != nullptr) bpf_link__destroy(l);
-        return makeError(err, fmt::format("attaching a uprobe to {} in {}", sym, path));
+        // Linux took uprobes back from CAP_PERFMON in 2025 ("perf: Revert to requiring
+        // CAP_SYS_ADMIN for uprobes", 6.16 and the stable kernels since).
+        return makeError(err, fmt::format("attaching a uprobe to {} in {}{}", sym, path,
+                                          err == EACCES || err == EPERM
+                                              ? " (uprobes need CAP_SYS_ADMIN; CAP_PERFMON sufficed on kernels before mid-2025)"
+                                              : ""));
       }
       links.emplace_back(l);
       links.emplace_back(r);
@@ -761,14 +793,14 @@ void Sensors::discoverCuda(const std::vector<pid_t>& pids) {
   }
   for (const char* usual : {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1",
                             "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/aarch64-linux-gnu/libcuda.so.1"}) {
-    if (::access(usual, R_OK) == 0) {
+    if (canAccess(usual, R_OK)) {
       char real[PATH_MAX];
       if (::realpath(usual, real) != nullptr) found.emplace(real);
     }
   }
   for (const auto& lib : found) {
     if (!m.cuda_attached.count(lib)) {
-      if (auto st = m.attachCudaNow(lib, false); !st) spdlog::warn("cuda: {}", st.error().describe());
+      if (auto st = m.attachCudaNow(lib, false); !st) m.cudaFailed(st.error());
     }
   }
 }
