@@ -1110,6 +1110,9 @@ int Agent::run(std::ostream& err) {
   spdlog::info("headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms{}), cgroup v{} memory at {}",
                kVersion, server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "", collector_.hierarchy().version(),
                fs_.display(collector_.hierarchy().mount().mount_point));
+  if (auto w = collector_.hierarchy().nsWarning()) spdlog::warn("{}", *w);
+  else spdlog::info("memory hierarchy at {}: {}", fs_.display(collector_.hierarchy().mount().mount_point),
+                    collector_.hierarchy().nsDescription());
 
   std::uint64_t watchdog_usec = 0;
   bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;

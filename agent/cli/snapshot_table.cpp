@@ -130,6 +130,8 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
   o += fmt::format("\n{} processes read, {} vanished mid-read, {} unreadable, {} without PSS, {} kernel threads\n",
                    st.processes_read, st.processes_vanished, st.processes_failed, st.processes_without_pss,
                    st.kernel_threads);
+  if (st.processes_outside_mount > 0)
+    o += fmt::format("{} processes in cgroups outside the mounted cgroup tree (not read)\n", st.processes_outside_mount);
   for (const auto& w : st.warnings) o += fmt::format("warning: {}\n", w);
   return o;
 }

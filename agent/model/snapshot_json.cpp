@@ -210,6 +210,7 @@ json toJson(const Snapshot& s) {
         {"processes_skipped", st.processes_skipped},
         {"processes_without_pss", st.processes_without_pss},
         {"kernel_threads", st.kernel_threads},
+        {"processes_outside_mount", st.processes_outside_mount},
         {"warnings", st.warnings}}},
   };
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 namespace headroom {
 
@@ -68,6 +69,25 @@ bool hasOption(std::string_view opts, std::string_view want) {
   return false;
 }
 
+// Mountinfo's root field names the mount's root from the reader's cgroup namespace root: each
+// leading ".." is a level above it (more shown), each name a level below (less shown).
+bool mountRootShowsMore(std::string_view a, std::string_view b) {
+  auto breadth = [](std::string_view root) {
+    std::string p = normaliseCgroupPath(root);
+    int ups = 0;
+    int names = 0;
+    for (std::size_t i = 1; i < p.size();) {
+      std::size_t end = std::min(p.find('/', i), p.size());
+      std::string_view c = std::string_view(p).substr(i, end - i);
+      if (c == ".." && names == 0) ++ups;
+      else ++names;
+      i = end + 1;
+    }
+    return std::pair{ups, -names};
+  };
+  return breadth(a) > breadth(b);
+}
+
 }  // namespace
 
 Result<CgroupMounts> parseMountinfo(std::string_view text) {
@@ -83,11 +103,12 @@ Result<CgroupMounts> parseMountinfo(std::string_view text) {
     std::string_view fstype = *(dash + 1);
     std::string_view super_opts = *(dash + 3);
     CgroupMount m{unescapeMountField(fields[4]), unescapeMountField(fields[3])};
+    // Of several mounts of a hierarchy, the one that shows the most: bind mounts of a subtree,
+    // and a cgroup namespace's own mount, lose to one of the host's whole tree.
     if (fstype == "cgroup2") {
-      if (!out.v2) out.v2 = m;
+      if (!out.v2 || mountRootShowsMore(m.root, out.v2->root)) out.v2 = m;
     } else if (fstype == "cgroup" && hasOption(super_opts, "memory")) {
-      // Prefer the mount that shows the whole hierarchy over bind mounts of a subtree.
-      if (!out.v1_memory || (out.v1_memory->root != "/" && m.root == "/")) out.v1_memory = m;
+      if (!out.v1_memory || mountRootShowsMore(m.root, out.v1_memory->root)) out.v1_memory = m;
     }
   }
   return out;
@@ -305,22 +326,20 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
   return cg;
 }
 
-std::string CgroupHierarchy::toMountRelative(std::string_view proc_path) const {
-  std::string p = normaliseCgroupPath(proc_path);
-  std::string root = normaliseCgroupPath(mount_.root);
-  if (root != "/" && cgroupIsWithin(p, root)) {
-    std::string rest = p.substr(root.size());
-    return rest.empty() ? "/" : rest;
-  }
-  return p;
-}
-
 std::string CgroupHierarchy::directoryOf(std::string_view path) const {
   std::string p = normaliseCgroupPath(path);
   return p == "/" ? mount_.mount_point : mount_.mount_point + p;
 }
 
-Result<Dir> CgroupHierarchy::open(std::string_view path) const { return fs_->openDir(directoryOf(path)); }
+Result<Dir> CgroupHierarchy::open(std::string_view path) const {
+  std::string p = normaliseCgroupPath(path);
+  if (joinCgroupPath("/", p).path != p) {  // "." or ".." in it
+    return makeError(EINVAL, fmt::format("cgroup path {} climbs with \"..\" or holds \".\": paths in the hierarchy "
+                                         "mounted at {} have neither",
+                                         p, fs_->display(mount_.mount_point)));
+  }
+  return fs_->openDir(directoryOf(p));
+}
 
 Result<CgroupMemory> CgroupHierarchy::read(std::string_view path) const {
   auto dir = open(path);
@@ -335,7 +354,7 @@ Result<std::string> callersMemoryCgroup(const FsRoot& fs, const CgroupHierarchy&
   if (!cg) return cg.error();
   auto p = cg->memoryPath(h.version());
   if (!p) return makeError(ENOENT, fmt::format("this process is in no v{} memory cgroup", h.version()));
-  return h.toMountRelative(*p);
+  return h.toMountRelative(*p).wrap("this process's own memory cgroup");
 }
 
 }  // namespace headroom

@@ -1,13 +1,13 @@
 #include "headroom/collector.h"
 
 #include <time.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
+#include <chrono>
 #include <set>
+#include <utility>
 
 namespace headroom {
 namespace {
@@ -18,15 +18,8 @@ std::int64_t nowNs(clockid_t clock) {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-pid_t selfPid(const FsRoot& fs) {
-  if (fs.isLive()) return ::getpid();
-  // In a fixture tree /proc/self is a link to "<pid>" like the real one.
-  auto link = fs.readLink("/proc/self");
-  if (!link) return 0;
-  pid_t pid = 0;
-  auto [ptr, ec] = std::from_chars(link->data(), link->data() + link->size(), pid);
-  return ec == std::errc() ? pid : 0;
-}
+// How often a hierarchy whose cgroup namespace root was not located walks again.
+constexpr std::chrono::seconds kNsRetryInterval{60};
 
 }  // namespace
 
@@ -39,7 +32,7 @@ Result<Collector> Collector::create(const FsRoot& fs) {
                                          fs.display("/proc/self/mountinfo"), toString(mounts->mode()),
                                          mounts->v2 ? ", and the v2 root does not list memory" : ""));
   }
-  CgroupHierarchy h(fs, mounts->memoryVersion(), *mm);
+  CgroupHierarchy h = CgroupHierarchy::create(fs, mounts->memoryVersion(), *mm);
   return Collector(fs, std::move(*mounts), std::move(h));
 }
 
@@ -66,10 +59,18 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   }
 
   const int version = hierarchy_.version();
+  hierarchy_.retryLocate(kNsRetryInterval);
+  if (auto w = hierarchy_.nsWarning()) stats.warnings.push_back(*w);
+  // One mapping for the whole tick, even if a retry elsewhere changes it meanwhile.
+  const CgroupNsMap ns = hierarchy_.nsMap();
   auto memoryPathOf = [&](const ProcCgroups& cg) -> std::optional<std::string> {
     auto p = cg.memoryPath(version);
     if (!p) return std::nullopt;
-    return hierarchy_.toMountRelative(*p);
+    return mapNsPath(ns, *p);
+  };
+  auto outsideMount = [&] {
+    return fmt::format("outside what the v{} hierarchy mounted at {} shows ({})", version,
+                       fs_->display(hierarchy_.mount().mount_point), hierarchy_.nsDescription());
   };
 
   // The scope: cgroup subtrees, or everything.
@@ -95,8 +96,10 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     if (focus.outcome != ReadOutcome::kOk)
       return makeError(focus.error.code == 0 ? ESRCH : focus.error.code,
                        fmt::format("pid {}: {}", *opts.pid, focus.error.describe()));
-    auto p = memoryPathOf(focus.sample.cgroups);
-    if (!p) return makeError(ENOENT, fmt::format("pid {} is in no v{} memory cgroup", *opts.pid, version));
+    auto own = focus.sample.cgroups.memoryPath(version);
+    if (!own) return makeError(ENOENT, fmt::format("pid {} is in no v{} memory cgroup", *opts.pid, version));
+    auto p = mapNsPath(ns, *own);
+    if (!p) return makeError(ENOENT, fmt::format("pid {} is in cgroup {}, {}", *opts.pid, *own, outsideMount()));
     // --pid and --cgroup together: the pid's cgroup must lie inside a given one.
     if (!scopes.empty() &&
         std::none_of(scopes.begin(), scopes.end(), [&](const std::string& s) { return cgroupIsWithin(*p, s); }))
@@ -114,6 +117,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     auto p = memoryPathOf(cg);
     return p && std::any_of(scopes.begin(), scopes.end(), [&](const std::string& s) { return cgroupIsWithin(*p, s); });
   };
+  std::pair<pid_t, std::string> first_outside;
   for (pid_t pid : *pids) {
     ++stats.processes_seen;
     if (raw.processes.size() >= opts.max_processes) {
@@ -131,10 +135,16 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
         stats.warnings.push_back(r.error.describe());
         continue;
     }
-    auto p = memoryPathOf(r.sample.cgroups);
-    if (!p) {
+    auto own = r.sample.cgroups.memoryPath(version);
+    if (!own) {
       ++stats.processes_failed;
       stats.warnings.push_back(fmt::format("pid {} is in no v{} memory cgroup", pid, version));
+      continue;
+    }
+    auto p = mapNsPath(ns, *own);
+    if (!p) {
+      // Another cgroup namespace's, beyond the mount: counted, and said once a tick below.
+      if (stats.processes_outside_mount++ == 0) first_outside = {pid, *own};
       continue;
     }
     r.sample.memory_cgroup = *p;
@@ -142,6 +152,13 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     watched.insert(*p);
     raw.processes.push_back(std::move(r.sample));
     ++stats.processes_read;
+  }
+
+  if (stats.processes_outside_mount > 0) {
+    stats.warnings.push_back(fmt::format(
+        "{} process(es) in cgroups {}, not read (first: pid {} in {}); mount the host's cgroup tree (/sys/fs/cgroup) "
+        "to see them",
+        stats.processes_outside_mount, outsideMount(), first_outside.first, first_outside.second));
   }
 
   for (const std::string& path : watched) {

@@ -1,5 +1,7 @@
 #include "headroom/procfs.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -238,6 +240,15 @@ Result<std::vector<pid_t>> listPids(const FsRoot& fs) {
   }
   std::sort(pids.begin(), pids.end());
   return pids;
+}
+
+pid_t selfPid(const FsRoot& fs) {
+  if (fs.isLive()) return ::getpid();
+  auto link = fs.readLink("/proc/self");
+  if (!link) return 0;
+  pid_t pid = 0;
+  auto [ptr, ec] = std::from_chars(link->data(), link->data() + link->size(), pid);
+  return ec == std::errc() && ptr == link->data() + link->size() ? pid : 0;
 }
 
 bool SmapsVma::hasFlag(std::string_view f) const {

@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,12 +58,72 @@ struct ProcCgroups {
 };
 Result<ProcCgroups> parseProcCgroup(std::string_view text);
 
-// Normalises a cgroup path: leading '/', no trailing '/', no empty components.
+// Normalises a cgroup path: leading '/', no trailing '/', no empty components. ".." is kept: inside
+// a cgroup namespace it climbs from the namespace's root, which only the mapping below resolves.
 std::string normaliseCgroupPath(std::string_view path);
 // "/a/b" -> "/a"; "/" -> nullopt.
 std::optional<std::string> parentCgroup(std::string_view path);
 // True when `path` is `ancestor` or below it.
 bool cgroupIsWithin(std::string_view path, std::string_view ancestor);
+
+// --- Cgroup namespaces ---
+// Inside a cgroup namespace, /proc/<pid>/cgroup and mountinfo's root field name cgroups from the
+// namespace's root, climbing with ".." to those outside it ("0::/../pod-b/x.scope"). The mounted
+// hierarchy may show more than the namespace (a hostPath mount of the host's tree) or less (the
+// namespace's own mount), so such paths are mapped before anything is opened.
+
+// `rel` joined onto `base` with "." and ".." resolved lexically. ".." never climbs above "/":
+// `clamped` says one tried to.
+struct JoinedCgroupPath {
+  std::string path;
+  bool clamped = false;
+};
+JoinedCgroupPath joinCgroupPath(std::string_view base, std::string_view rel);
+
+// How a namespace path P becomes a path in the mount: joinCgroupPath(ns_root, P), then made
+// relative to mount_root. At most one of the two is not "/"; neither holds "..".
+struct CgroupNsMap {
+  std::string ns_root = "/";     // the namespace's root, as a path in the mount
+  std::string mount_root = "/";  // the mount's root, as a path from the namespace's root
+  bool operator==(const CgroupNsMap&) const = default;
+};
+// The mapping mountinfo's root field alone gives (a namespace path of the mount's root). Right
+// outside namespaces and for the namespace's own mount; a root that climbs ("/../..", a mount of
+// more than the namespace) says nothing about where the namespace's root lies, and gives identity.
+CgroupNsMap nsMapFromMountRoot(std::string_view mount_root);
+// The mapping that puts this process's own cgroup, `own_ns_path` as /proc/self/cgroup shows it,
+// at `own_mount_path` in the mount; nullopt when one is not a suffix of the other, or the own path
+// climbs (the process was moved out of its namespace's subtree: nothing anchors the root then).
+std::optional<CgroupNsMap> nsMapFromAnchor(std::string_view own_ns_path, std::string_view own_mount_path);
+// The path in the mount of namespace path `proc_path`; nullopt when it lies outside what the mount
+// shows (above its root, or beside it).
+std::optional<std::string> mapNsPath(const CgroupNsMap& map, std::string_view proc_path);
+// Whether a cgroup.procs text lists `pid` (one decimal pid a line).
+bool cgroupProcsLists(std::string_view text, pid_t pid);
+
+struct CgroupNsSearchLimits {
+  std::size_t max_dirs = 100000;  // directories walked, all passes together
+  std::size_t max_depth = 64;
+};
+enum class CgroupNsSource {
+  kMountinfo,  // mountinfo's root field, confirmed: our own cgroup's directory lists our pid
+  kSearch,     // a walk of the mount found the directory that lists our pid
+  kUnchecked,  // mountinfo's root field, which nothing contradicts but nothing could confirm
+};
+struct CgroupNsLocation {
+  CgroupNsMap map;
+  CgroupNsSource source = CgroupNsSource::kMountinfo;
+  std::size_t dirs_walked = 0;
+  std::string unchecked_why;  // kUnchecked: what was missing (no pid, no cgroup.procs in a capture)
+};
+// Finds where this process's cgroup namespace root lies in the mounted hierarchy. First the
+// mapping mountinfo gives, checked with one read of our own cgroup's cgroup.procs (all a plain host
+// costs); else a bounded walk of the mount for the directory whose cgroup.procs lists our pid (as
+// `self_pid`, in the pid namespace that reads cgroup.procs) - only at the depth mountinfo's root
+// implies first, then anywhere. Fails, saying why, when no directory lists it, or when the check
+// cannot be made although mountinfo's root climbs (a namespace is certain then).
+Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, const CgroupMount& mount, pid_t self_pid,
+                                               const CgroupNsSearchLimits& limits = {});
 
 // One cgroup's memory files, read at one moment.
 struct CgroupMemory {
@@ -106,26 +168,45 @@ namespace detail {
 Status applyCgroupFile(CgroupMemory& cg, std::string_view file, std::string_view text);
 }
 
-// The memory hierarchy: opens cgroups by their path.
+// The memory hierarchy: opens cgroups by their path, and maps the paths processes show into it.
 class CgroupHierarchy {
  public:
-  CgroupHierarchy(const FsRoot& fs, int version, CgroupMount mount)
-      : fs_(&fs), version_(version), mount_(std::move(mount)) {}
+  // Maps paths with mountinfo's root field alone (no I/O); create() also locates the namespace.
+  CgroupHierarchy(const FsRoot& fs, int version, CgroupMount mount);
+  // Locates this process's cgroup namespace root in the mount (locateCgroupNamespace). When that
+  // fails the mountinfo mapping stays, nsWarning() says why, and retryLocate() tries again.
+  static CgroupHierarchy create(const FsRoot& fs, int version, CgroupMount mount);
 
   int version() const { return version_; }
   const CgroupMount& mount() const { return mount_; }
 
-  // A path as /proc/<pid>/cgroup shows it, made relative to what this mount shows.
-  std::string toMountRelative(std::string_view proc_path) const;
+  // The mapping in force (copies share it: a retry that succeeds serves them all).
+  CgroupNsMap nsMap() const;
+  // What the mount shows, and how that was found: "this process's cgroup namespace root is its
+  // /a/b, found by walking 12 directories".
+  std::string nsDescription() const;
+  // Set while a create()d hierarchy has failed to locate its namespace root.
+  std::optional<std::string> nsWarning() const;
+  // Locates again after a failure, at most once per `min_interval`; true when now located.
+  bool retryLocate(std::chrono::steady_clock::duration min_interval) const;
+
+  // A path as /proc/<pid>/cgroup shows it, as a path in this mount; an error names a path
+  // outside what the mount shows.
+  Result<std::string> toMountRelative(std::string_view proc_path) const;
   // The directory of a cgroup (path relative to the mount's root).
   std::string directoryOf(std::string_view path) const;
+  // Refuses a path with ".." (it would leave the hierarchy through the directory tree).
   Result<Dir> open(std::string_view path) const;
   Result<CgroupMemory> read(std::string_view path) const;
 
  private:
+  struct NsState;
+  void locate() const;
+
   const FsRoot* fs_;
   int version_;
   CgroupMount mount_;
+  std::shared_ptr<NsState> ns_;
 };
 
 // The caller's own memory cgroup (from /proc/self/cgroup), relative to the hierarchy's mount.

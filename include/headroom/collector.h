@@ -40,6 +40,9 @@ struct CollectStats {
   std::size_t processes_skipped = 0;    // over max_processes
   std::size_t processes_without_pss = 0;  // smaps_rollup not readable (permissions)
   std::size_t kernel_threads = 0;
+  // In cgroups the mounted hierarchy does not show (another cgroup namespace's, seen through
+  // the namespace's own mount): not read, said in warnings.
+  std::size_t processes_outside_mount = 0;
   std::vector<std::string> cgroups_missing;  // watched cgroups absent (missing_cgroups_ok)
   std::vector<std::string> warnings;
 };

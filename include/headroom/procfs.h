@@ -113,5 +113,8 @@ std::optional<bool> pinnedInsideRss(const std::vector<SmapsVma>& vmas, const std
 
 // The numeric entries of /proc.
 Result<std::vector<pid_t>> listPids(const FsRoot& fs);
+// This process's pid: getpid() on the live root, else where the tree's /proc/self link points
+// (a fixture tree's, like the real one); 0 when neither says.
+pid_t selfPid(const FsRoot& fs);
 
 }  // namespace headroom

@@ -39,8 +39,10 @@ Result<CgroupSandbox> CgroupSandbox::create(std::string_view name) {
   if (!cg) return cg.error();
   auto own = cg->memoryPath(version);
   if (!own) return makeError(ENOENT, "this process is in no memory cgroup");
-  CgroupHierarchy h(*fs, version, *mm);
-  std::string parent = h.toMountRelative(*own);
+  CgroupHierarchy h = CgroupHierarchy::create(*fs, version, *mm);
+  auto mapped = h.toMountRelative(*own);
+  if (!mapped) return mapped.error();
+  std::string parent = *mapped;
   std::string path = normaliseCgroupPath(fmt::format("{}/{}-{}", parent, name, ::getpid()));
   std::string dir = h.directoryOf(path);
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errnoError(fmt::format("mkdir {}", dir));

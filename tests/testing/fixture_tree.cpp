@@ -186,6 +186,13 @@ void FixtureTree::cgroupV1(std::string_view path, std::uint64_t usage, std::uint
                     cache, rss, shmem, limit, extra_stat));
 }
 
+void FixtureTree::cgroupProcs(int version, std::string_view path, const std::vector<pid_t>& pids) const {
+  std::string base = version == 1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup";
+  std::string text;
+  for (pid_t p : pids) text += fmt::format("{}\n", p);
+  write(path == "/" ? base + "/cgroup.procs" : fmt::format("{}{}/cgroup.procs", base, path), text);
+}
+
 void FixtureTree::cgroupV2(std::string_view path, std::uint64_t current, std::string_view max,
                            std::string_view stat) const {
   std::string dir = path == "/" ? "/sys/fs/cgroup" : fmt::format("/sys/fs/cgroup{}", path);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "headroom/fs_root.h"
 
@@ -64,6 +65,8 @@ class FixtureTree {
   // A v1 memory cgroup with consistent files; `extra_stat` is appended to memory.stat.
   void cgroupV1(std::string_view path, std::uint64_t usage, std::uint64_t limit, std::uint64_t rss,
                 std::uint64_t cache, std::uint64_t shmem, std::uint64_t kmem, std::string_view extra_stat = "") const;
+  // A cgroup's cgroup.procs (v1: in the memory hierarchy), one pid a line.
+  void cgroupProcs(int version, std::string_view path, const std::vector<pid_t>& pids) const;
   // A v2 memory cgroup; `stat` is the whole memory.stat.
   void cgroupV2(std::string_view path, std::uint64_t current, std::string_view max, std::string_view stat) const;
 

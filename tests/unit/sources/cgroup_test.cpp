@@ -49,6 +49,29 @@ TEST(Mountinfo, EscapedPathsAndBindMountsOfASubtree) {
   EXPECT_EQ(only_sub->v1_memory->root, "/kubepods/pod1");
 }
 
+TEST(Mountinfo, TheMountShowingMostWins) {
+  // Inside a cgroup namespace the root field climbs ("/../..") for a mount of the host's tree.
+  auto v1 = parseMountinfo(
+      "34 30 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+      "60 30 0:31 /../.. /host/sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n"
+      "61 30 0:31 /../a /elsewhere ro - cgroup cgroup rw,memory\n");
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(v1->v1_memory->mount_point, "/host/sys/fs/cgroup/memory");
+  EXPECT_EQ(v1->v1_memory->root, "/../..");
+  auto v2 = parseMountinfo(
+      "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+      "70 25 0:26 /../../.. /host/cgroup ro - cgroup2 cgroup2 rw\n"
+      "71 25 0:26 /../.. /host/other ro - cgroup2 cgroup2 rw\n");
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->v2->mount_point, "/host/cgroup");
+  auto same = parseMountinfo(
+      "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+      "70 25 0:26 / /again rw - cgroup2 cgroup2 rw\n"
+      "71 25 0:26 /sub /sub rw - cgroup2 cgroup2 rw\n");
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->v2->mount_point, "/sys/fs/cgroup") << "of equals, the first";
+}
+
 TEST(Mountinfo, MalformedLineIsAnError) {
   auto m = parseMountinfo("34 30 0:31 / /sys/fs/cgroup/memory\n");
   ASSERT_FALSE(m);
@@ -199,11 +222,27 @@ TEST(CgroupHierarchy, PathsRelativeToTheMount) {
   FixtureTree t;
   auto fs = t.fs();
   CgroupHierarchy h(fs, 1, CgroupMount{"/sys/fs/cgroup/memory", "/kubepods"});
-  EXPECT_EQ(h.toMountRelative("/kubepods/pod1"), "/pod1");
-  EXPECT_EQ(h.toMountRelative("/kubepods"), "/");
-  EXPECT_EQ(h.toMountRelative("/elsewhere"), "/elsewhere");
+  EXPECT_EQ(h.toMountRelative("/kubepods/pod1").value(), "/pod1");
+  EXPECT_EQ(h.toMountRelative("/kubepods").value(), "/");
+  auto elsewhere = h.toMountRelative("/elsewhere");
+  ASSERT_FALSE(elsewhere) << "the bind mount of /kubepods does not show /elsewhere";
+  EXPECT_NE(elsewhere.error().message.find("/elsewhere lies outside"), std::string::npos) << elsewhere.error().message;
   EXPECT_EQ(h.directoryOf("/pod1"), "/sys/fs/cgroup/memory/pod1");
   EXPECT_EQ(h.directoryOf("/"), "/sys/fs/cgroup/memory");
+}
+
+TEST(CgroupHierarchy, OpenRefusesPathsThatClimb) {
+  FixtureTree t;
+  t.mountV1();
+  t.cgroupV1("/a", 1 << 20, 1 << 30, 0, 0, 0, 0);
+  auto fs = t.fs();
+  CgroupHierarchy h(fs, 1, CgroupMount{"/sys/fs/cgroup/memory", "/"});
+  EXPECT_TRUE(h.open("/a"));
+  auto up = h.open("/../memory/a");
+  ASSERT_FALSE(up) << "openat would follow \"..\" out of the mount";
+  EXPECT_EQ(up.error().code, EINVAL);
+  EXPECT_NE(up.error().message.find("climbs"), std::string::npos);
+  EXPECT_FALSE(h.open("/a/./."));
 }
 
 TEST(DiscoverCgroupMounts, RealHybridSnapshot) {

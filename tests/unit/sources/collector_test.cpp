@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "headroom/collector.h"
@@ -124,6 +126,212 @@ TEST(Collector, NoMemoryControllerIsAnError) {
   auto c = Collector::create(fs);
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("no memory cgroup controller"), std::string::npos);
+}
+
+// --- A pod with its own cgroup namespace on a Kubernetes node ---
+// The agent (pid 500) sits in /kubepods.slice/pod-a/agent.scope, its namespace's root, so its
+// /proc/self/cgroup reads "/"; the others read relative to that root: the prover (600) in
+// pod-b, containerd (700) in /system.slice, and one (800) whose path climbs above the root.
+constexpr const char* kPodStat = "anon 1048576\nfile 0\nshmem 0\n";
+
+const ProcessSample* findPid(const RawSample& raw, pid_t pid) {
+  for (const auto& p : raw.processes) {
+    if (p.pid == pid) return &p;
+  }
+  return nullptr;
+}
+
+void podOnANode(const FixtureTree& t, int version, std::string_view mount_root) {
+  if (version == 1) {
+    t.mountV1();
+    t.write("/proc/self/mountinfo",
+            fmt::format("25 30 0:22 / /sys rw - sysfs sysfs rw\n"
+                        "34 30 0:31 {} /sys/fs/cgroup/memory ro,relatime - cgroup cgroup rw,memory\n",
+                        mount_root));
+  } else {
+    t.mountV2();
+    t.write("/proc/self/mountinfo",
+            fmt::format("30 25 0:26 {} /sys/fs/cgroup ro,relatime - cgroup2 cgroup2 rw\n", mount_root));
+  }
+  t.meminfo();
+  struct Cg {
+    const char* path;
+    std::uint64_t usage;
+  };
+  for (const Cg& c : {Cg{"/", 8 * kGiB}, Cg{"/kubepods.slice", 3 * kGiB}, Cg{"/kubepods.slice/pod-a", 64 * kMiB},
+                      Cg{"/kubepods.slice/pod-a/agent.scope", 60 * kMiB}, Cg{"/kubepods.slice/pod-b", 2 * kGiB},
+                      Cg{"/kubepods.slice/pod-b/prover.scope", 2 * kGiB}, Cg{"/system.slice", 512 * kMiB}}) {
+    if (version == 1) t.cgroupV1(c.path, c.usage, 16 * kGiB, c.usage, 0, 0, 0);
+    else if (std::string_view(c.path) != "/") t.cgroupV2(c.path, c.usage, "max", kPodStat);
+    t.cgroupProcs(version, c.path, {});
+  }
+  if (version == 2) t.write("/sys/fs/cgroup/memory.stat", "anon 1\n");
+  t.cgroupProcs(version, "/", {1});
+  t.cgroupProcs(version, "/system.slice", {700});
+  t.cgroupProcs(version, "/kubepods.slice/pod-a/agent.scope", {500});
+  t.cgroupProcs(version, "/kubepods.slice/pod-b/prover.scope", {600});
+  auto proc = [&](pid_t pid, const char* comm, const char* cgroup) {
+    FakeProcess p;
+    p.pid = pid;
+    p.comm = comm;
+    p.memory_version = version;
+    p.memory_cgroup = cgroup;
+    p.rss_anon = p.pss_anon = 16 * kMiB;
+    t.process(p);
+  };
+  proc(500, "headroom", "/");
+  proc(600, "cuzk", "/../../pod-b/prover.scope");
+  proc(700, "containerd", "/../../../system.slice");
+  proc(800, "escapee", "/../../../../x");
+  t.self(500);
+}
+
+void expectPodAttribution(const RawSample& raw) {
+  EXPECT_EQ(paths(raw), (std::vector<std::string>{"/kubepods.slice/pod-a/agent.scope",
+                                                   "/kubepods.slice/pod-b/prover.scope", "/system.slice"}));
+  ASSERT_NE(findPid(raw, 500), nullptr);
+  EXPECT_EQ(findPid(raw, 500)->memory_cgroup, "/kubepods.slice/pod-a/agent.scope");
+  ASSERT_NE(findPid(raw, 600), nullptr);
+  EXPECT_EQ(findPid(raw, 600)->memory_cgroup, "/kubepods.slice/pod-b/prover.scope");
+  EXPECT_EQ(findPid(raw, 700)->memory_cgroup, "/system.slice");
+  EXPECT_EQ(findPid(raw, 800), nullptr) << "above the hierarchy's root: not clamped onto /x";
+  EXPECT_EQ(raw.stats.processes_outside_mount, 1u);
+  for (const auto& c : raw.cgroups) {
+    if (c.path == "/kubepods.slice/pod-b/prover.scope") {
+      EXPECT_EQ(c.usage, 2 * kGiB) << "its own memory files";
+    }
+  }
+  EXPECT_EQ(raw.ancestors.count("/kubepods.slice/pod-b"), 1u);
+  EXPECT_EQ(raw.ancestors.count("/kubepods.slice"), 1u);
+  ASSERT_EQ(raw.stats.warnings.size(), 1u) << raw.stats.warnings.front();
+  EXPECT_NE(raw.stats.warnings[0].find("1 process(es) in cgroups outside"), std::string::npos) << raw.stats.warnings[0];
+  EXPECT_NE(raw.stats.warnings[0].find("pid 800 in /../../../../x"), std::string::npos) << raw.stats.warnings[0];
+}
+
+TEST(CollectorInACgroupNamespace, V2HostTreeAttributesOtherPods) {
+  FixtureTree t;
+  podOnANode(t, 2, "/");  // a root field that says nothing: found by walking
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_EQ(c->hierarchy().nsMap().ns_root, "/kubepods.slice/pod-a/agent.scope") << c->hierarchy().nsDescription();
+  auto raw = c->collect({});
+  ASSERT_TRUE(raw) << raw.error().describe();
+  expectPodAttribution(*raw);
+  EXPECT_EQ(raw->ancestors.count("/"), 0u) << "the v2 root bounds nothing";
+}
+
+TEST(CollectorInACgroupNamespace, V1HostTreeAsTheKernelShowsIt) {
+  FixtureTree t;
+  podOnANode(t, 1, "/../../..");
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_NE(c->hierarchy().nsDescription().find("found by walking"), std::string::npos);
+  auto raw = c->collect({});
+  ASSERT_TRUE(raw) << raw.error().describe();
+  expectPodAttribution(*raw);
+  EXPECT_EQ(raw->ancestors.count("/"), 1u);
+}
+
+TEST(CollectorInACgroupNamespace, ScopesAndPidsAreMountPaths) {
+  FixtureTree t;
+  podOnANode(t, 2, "/../../..");
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c) << c.error().describe();
+  CollectOptions o;
+  o.cgroups = {"/kubepods.slice/pod-b"};
+  auto raw = c->collect(o);
+  ASSERT_TRUE(raw) << raw.error().describe();
+  ASSERT_EQ(raw->processes.size(), 1u);
+  EXPECT_EQ(raw->processes[0].pid, 600);
+  CollectOptions p;
+  p.pid = 600;
+  auto rp = c->collect(p);
+  ASSERT_TRUE(rp) << rp.error().describe();
+  EXPECT_EQ(paths(*rp), (std::vector<std::string>{"/kubepods.slice/pod-b/prover.scope"}));
+  CollectOptions escapee;
+  escapee.pid = 800;
+  auto re = c->collect(escapee);
+  ASSERT_FALSE(re);
+  EXPECT_NE(re.error().message.find("outside what the v2 hierarchy"), std::string::npos) << re.error().message;
+  EXPECT_EQ(callersMemoryCgroup(fs, c->hierarchy()).value(), "/kubepods.slice/pod-a/agent.scope");
+}
+
+TEST(CollectorInACgroupNamespace, TheNamespacesOwnMountShowsOnlyItsSubtree) {
+  // The default cgroupns mount: /sys/fs/cgroup shows the namespace's root, where the agent is.
+  FixtureTree t;
+  t.mountV2();
+  t.meminfo();
+  t.cgroupV2("/", 128 * kMiB, "max", kPodStat);  // the namespace's root: a real cgroup with memory files
+  t.cgroupV2("/app", 64 * kMiB, "max", kPodStat);
+  t.cgroupV2("/system.slice", 64 * kMiB, "max", kPodStat);  // a namesake of the host's
+  t.cgroupProcs(2, "/", {500});
+  FakeProcess agent;
+  agent.pid = 500;
+  agent.memory_version = 2;
+  agent.memory_cgroup = "/";
+  t.process(agent);
+  FakeProcess app = agent;
+  app.pid = 501;
+  app.memory_cgroup = "/app";
+  t.process(app);
+  FakeProcess host = agent;
+  host.pid = 700;
+  host.memory_cgroup = "/../../../system.slice";
+  t.process(host);
+  t.self(500);
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_EQ(c->hierarchy().nsMap(), CgroupNsMap{}) << c->hierarchy().nsDescription();
+  EXPECT_NE(c->hierarchy().nsDescription().find("confirmed"), std::string::npos);
+  auto raw = c->collect({});
+  ASSERT_TRUE(raw) << raw.error().describe();
+  EXPECT_EQ(findPid(*raw, 501)->memory_cgroup, "/app");
+  EXPECT_EQ(findPid(*raw, 700), nullptr) << "not the namespace's own /system.slice";
+  EXPECT_EQ(raw->stats.processes_outside_mount, 1u);
+  ASSERT_EQ(raw->stats.warnings.size(), 1u);
+  EXPECT_NE(raw->stats.warnings[0].find("mount the host's cgroup tree"), std::string::npos);
+}
+
+TEST(CollectorInACgroupNamespace, NotLocatedWarnsAndFallsBack) {
+  FixtureTree t;
+  podOnANode(t, 2, "/");
+  t.cgroupProcs(2, "/kubepods.slice/pod-a/agent.scope", {});  // the agent in no cgroup.procs
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c) << c.error().describe();
+  ASSERT_TRUE(c->hierarchy().nsWarning().has_value());
+  auto raw = c->collect({});
+  ASSERT_TRUE(raw) << raw.error().describe();
+  ASSERT_FALSE(raw->stats.warnings.empty());
+  EXPECT_NE(raw->stats.warnings[0].find("cgroup namespace root not located"), std::string::npos)
+      << raw->stats.warnings[0];
+  EXPECT_NE(raw->stats.warnings[0].find("pid 500"), std::string::npos) << raw->stats.warnings[0];
+  // As before the fix for what maps at all: the agent's "/" is the mount's root.
+  EXPECT_EQ(findPid(*raw, 500)->memory_cgroup, "/");
+  EXPECT_EQ(raw->stats.processes_outside_mount, 3u) << "the paths that climb cannot be placed";
+  for (const auto& w : raw->stats.warnings) EXPECT_EQ(w.find("fs/cgroup/.."), std::string::npos) << w;
+}
+
+TEST(CollectorInACgroupNamespace, PlainHostIsUnchanged) {
+  FixtureTree t;
+  provingHostV1(t);
+  t.cgroupProcs(1, "/proving/prover", {100});
+  t.self(100);
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_EQ(c->hierarchy().nsMap(), CgroupNsMap{});
+  EXPECT_NE(c->hierarchy().nsDescription().find("from mountinfo, confirmed"), std::string::npos)
+      << c->hierarchy().nsDescription();
+  auto raw = c->collect({});
+  ASSERT_TRUE(raw) << raw.error().describe();
+  EXPECT_EQ(paths(*raw), (std::vector<std::string>{"/", "/proving/curio", "/proving/prover"}));
+  EXPECT_EQ(raw->stats.processes_outside_mount, 0u);
+  EXPECT_TRUE(raw->stats.warnings.empty()) << raw->stats.warnings.front();
 }
 
 TEST(Collector, RealHybridSnapshot) {
