@@ -108,7 +108,7 @@ struct proc_hot {
 	__u64 rss_anon_pages;
 	__u64 rss_swapents;
 	__u64 rss_shmem_pages;
-	__u64 rss_updates;
+	__u64 rss_updates; /* writes of the above (each after a move of RSS_STEP_PAGES or more) */
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct proc_hot) == 48, "proc_hot ABI");
 

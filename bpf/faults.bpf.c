@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* User page faults per process (exceptions:page_fault_user, x86 only). The hottest path a
- * prover has: one per-CPU counter bump, the cgroup filter in the kernel, nothing sent. Note
+ * prover has: one counter bump in the faulting thread's own task storage (no cache line shared
+ * between threads), the cgroup filter in the kernel, nothing sent. Note
  * that MAP_POPULATE faults pages in without this tracepoint firing. */
 #include "common.bpf.h"
 

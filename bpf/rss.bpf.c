@@ -12,6 +12,25 @@ struct mm_struct___old {
 	struct mm_rss_stat___old rss_stat;
 };
 
+/* How far a recorded counter may lag the mm's own, in pages (256 KiB). rss_stat fires on every
+ * fault, from every thread of the process, and the counters live in the leader's storage: writing
+ * them each time would bounce that cache line between the CPUs the threads fault on, the largest
+ * cost headroom put on the fault path. A write only when the value moved this far keeps the line
+ * shared (read-only) nearly always; what user space reads is within this of the kernel's figure
+ * (itself a per-CPU-batched approximation since 6.2), decreases included. */
+#define RSS_STEP_PAGES 64
+
+static __always_inline void store(struct proc_hot *h, __u64 *slot, long count)
+{
+	__u64 now = count < 0 ? 0 : count;
+	__u64 was = *slot;
+
+	if (h->rss_updates && (now > was ? now - was : was - now) < RSS_STEP_PAGES)
+		return;
+	*slot = now;
+	h->rss_updates++;
+}
+
 static __always_inline int record(struct mm_struct *mm, int member, long count)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
@@ -28,16 +47,13 @@ static __always_inline int record(struct mm_struct *mm, int member, long count)
 	h = proc_hot_of(cur->group_leader);
 	if (!h)
 		return 0;
-	if (count < 0)
-		count = 0;
 	switch (member) {
-	case 0: h->rss_file_pages = count; break;
-	case 1: h->rss_anon_pages = count; break;
-	case 2: h->rss_swapents = count; break;
-	case 3: h->rss_shmem_pages = count; break;
-	default: return 0;
+	case 0: store(h, &h->rss_file_pages, count); break;
+	case 1: store(h, &h->rss_anon_pages, count); break;
+	case 2: store(h, &h->rss_swapents, count); break;
+	case 3: store(h, &h->rss_shmem_pages, count); break;
+	default: break;
 	}
-	h->rss_updates++;
 	return 0;
 }
 

@@ -520,9 +520,9 @@ std::vector<KeySpec> makeSpecs() {
   k.push_back(boolKey("sensors.bpf", "load the BPF sensors (off: /dev/kmsg and cgroup files only)",
                       [](AgentConfig& c, bool b) { c.sensors.bpf = b; }));
   k.push_back(boolKey("sensors.kmsg", "read OOM reports from /dev/kmsg", [](AgentConfig& c, bool b) { c.sensors.kmsg = b; }));
-  k.push_back(boolKey("sensors.faults", "count page faults per process", [](AgentConfig& c, bool b) { c.sensors.faults = b; }));
+  k.push_back(boolKey("sensors.faults", "count page faults per process in BPF (on the fault path; off: /proc/<pid>/stat)", [](AgentConfig& c, bool b) { c.sensors.faults = b; }));
   k.push_back(boolKey("sensors.mmap", "count mmap/munmap per process", [](AgentConfig& c, bool b) { c.sensors.mmap = b; }));
-  k.push_back(boolKey("sensors.rss", "follow RSS changes per process", [](AgentConfig& c, bool b) { c.sensors.rss = b; }));
+  k.push_back(boolKey("sensors.rss", "follow RSS changes per process in BPF (on the fault path; off: /proc/<pid>/status)", [](AgentConfig& c, bool b) { c.sensors.rss = b; }));
   k.push_back(boolKey("sensors.cuda", "attach the CUDA allocation probes", [](AgentConfig& c, bool b) { c.sensors.cuda = b; }));
   k.push_back(listKey("sensors.cuda_libraries", "--cuda-library",
                       "CUDA driver library to probe (absolute path); default: found automatically",

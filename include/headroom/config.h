@@ -51,6 +51,17 @@ struct JournalConfig {
   bool operator==(const JournalConfig&) const = default;
 };
 
+// The agent's sensors by default: every one but the two on the page-fault path. `faults` and
+// `rss` run a BPF program on every fault of every process, for per-process numbers the kernel
+// already keeps (minflt/majflt, the mm's RSS counters), which the agent reads from /proc at each
+// sample for nothing; `make bench` measures what switching them on costs.
+inline SensorsConfig agentSensors() {
+  SensorsConfig s;
+  s.faults = false;
+  s.rss = false;
+  return s;
+}
+
 struct AgentConfig {
   ListenAddress listen;
   std::chrono::milliseconds interval{5000};  // between samples
@@ -62,7 +73,7 @@ struct AgentConfig {
   std::size_t max_processes = 20000;  // processes read per sample; beyond, counted only
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";  // trace, debug, info, warn, error
-  SensorsConfig sensors;           // [sensors]: which sensors, CUDA paths, ring and map sizes
+  SensorsConfig sensors = agentSensors();  // [sensors]: which sensors, CUDA paths, ring and map sizes
   JournalConfig journal;           // [journal]
   // [prover] self_report: where the prover says how much memory it believes it uses (a file,
   // a JSON field at a URL, a Prometheus metric; see self_report.h); "": it says nothing.

@@ -1,4 +1,5 @@
-// bpf-floor: attaches an empty tp_btf/page_fault_user program, says "attached", and holds it
+// bpf-floor: attaches an empty tp_btf/page_fault_user program and two one-step ones (floor.bpf.c),
+// says "attached", and holds them
 // until stdin closes. The bench reads its run_time_ns / run_cnt beside headroom's.
 #include <bpf/libbpf.h>
 
@@ -10,7 +11,7 @@
 int main() {
   std::unique_ptr<floor_bpf, decltype(&floor_bpf::destroy)> skel(floor_bpf::open_and_load(), &floor_bpf::destroy);
   if (!skel) {
-    std::fprintf(stderr, "bpf-floor: cannot load the empty program\n");
+    std::fprintf(stderr, "bpf-floor: cannot load the floor programs\n");
     return 1;
   }
   if (floor_bpf::attach(skel.get()) != 0) {

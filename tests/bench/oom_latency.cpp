@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     if (!c) return 1;
     // Consume while the kill happens: the latency is taken when the record is read.
     for (int tries = 0; tries < 500; ++tries) {
-      sensors->poll(10);
+      sensors->poll(1000);  // as the agent waits: up to its next sample
       auto now = sensors->counters().last_oom_mark_latency_ns;
       if (now && now != before) {
         ms.push_back(static_cast<double>(*now) / 1e6);

@@ -3,7 +3,8 @@
 
 - A fault-heavy workload (fault-bench: several GiB of fresh pages, several threads) with no
   agent, with the agent running (`headroom agent`, default settings: every sensor attached), and with a bpftrace one-liner counting the same tracepoint per process; runs
-  interleaved, median of each. Ratios, added nanoseconds per fault.
+  interleaved, median of each, and the agent again with its two fault-path sensors (faults,
+  rss: off by default) switched on. Ratios, added nanoseconds per fault.
 - Per-program cost per event from the kernel's own BPF stats (kernel.bpf_stats_enabled:
   run_time_ns / run_cnt) for headroom's fault program and bpftrace's.
 - The time from an OOM kill (oom:mark_victim) to its record in user space (oom-latency).
@@ -36,6 +37,8 @@ ROUNDS = "4"
 REPEATS = 5
 FOOTPRINT_SECONDS = 60
 BPFTRACE = "tracepoint:exceptions:page_fault_user { @[pid] = count(); }"
+# The fault-path sensors, off in the agent by default (the kernel keeps those counts anyway).
+ALL_ON = ("--sensors.faults", "true", "--sensors.rss", "true")
 
 
 def progs():
@@ -162,15 +165,20 @@ def probe_vs_memset():
                 time.sleep(0.05)
 
 
-def with_headroom(fn):
+def with_headroom(fn, *extra):
+    """The workload under the agent; the statistics of every program the agent loaded."""
     before = set(progs())
-    p, _ = start_agent()
+    p, _ = start_agent(*extra)
     try:
         result = fn()
-        stats = [v for k, v in progs().items() if k not in before and v.get("name") == "count_fault"]
+        stats = [v for k, v in progs().items() if k not in before]
         return result, stats
     finally:
         stop(p)
+
+
+def named(stats, *names):
+    return [s for s in stats if s.get("name") in names]
 
 
 def with_floor(fn):
@@ -217,7 +225,7 @@ def main():
         subprocess.run(["mount", "-t", "tracefs", "tracefs", "/sys/kernel/tracing"], check=False)
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         stats_before = f.read().strip() == "1"
-    times = {"none": [], "headroom": [], "bpftrace": []}
+    times = {"none": [], "headroom": [], "bpftrace": [], "all_on": []}
     pages = 0
     hr_stats, bt_stats, floor_stats, bt_floor_stats = [], [], [], []
     try:
@@ -232,10 +240,12 @@ def main():
             times["headroom"].append(r["seconds"])
             r, _ = with_bpftrace(fault_run)
             times["bpftrace"].append(r["seconds"])
+            r, _ = with_headroom(fault_run, *ALL_ON)
+            times["all_on"].append(r["seconds"])
         # Per-program cost, with the statistics on, in runs of their own.
         set_stats(True)
         for _ in range(2):
-            _, s = with_headroom(fault_run)
+            _, s = with_headroom(fault_run, *ALL_ON)
             hr_stats += s
             _, s = with_floor(fault_run)
             floor_stats += s
@@ -246,7 +256,10 @@ def main():
     finally:
         set_stats(stats_before)
     med = {k: statistics.median(v) for k, v in times.items()}
-    hr_ns, hr_cnt = per_event(hr_stats)
+    hr_ns, hr_cnt = per_event(named(hr_stats, "count_fault"))
+    rss_ns, rss_cnt = per_event(named(hr_stats, "rss_stat_new", "rss_stat_old"))
+    # Everything headroom's programs did during the fault runs, per fault (2 runs of `pages`).
+    all_ns = sum(s.get("run_time_ns", 0) for s in hr_stats) / (2 * pages)
     bt_ns, bt_cnt = per_event(bt_stats)
     floor_ns, _ = per_event(floor_stats)
     bt_floor_ns, _ = per_event(bt_floor_stats)
@@ -270,12 +283,17 @@ def main():
         f"| ratio to no agent | 1.000 | {med['headroom'] / med['none']:.3f} | {med['bpftrace'] / med['none']:.3f} | "
         f"headroom <= 1.02 |",
         f"| added time per fault | | {added('headroom'):.1f} ns | {added('bpftrace'):.1f} ns | |",
-        f"| page-fault program, kernel bpf_stats run_time_ns / run_cnt (2 runs each, stats on) | | {hr_ns:.1f} ns ({hr_cnt} events) | "
+        f"| the agent with the two fault-path sensors switched on (`--sensors.faults true --sensors.rss true`) | | "
+        f"{med['all_on']:.3f} s, ratio {med['all_on'] / med['none']:.3f}, {added('all_on'):.1f} ns per fault | | |",
+        f"| page-fault program (switched on), kernel bpf_stats run_time_ns / run_cnt (2 runs each, stats on) | | {hr_ns:.1f} ns ({hr_cnt} events) | "
         f"{bt_ns:.1f} ns ({bt_cnt} events) | headroom <= 30 ns and < half of bpftrace |",
         f"| the instrument's floor: an empty program on the same tracepoint (tp_btf for headroom's, bpftrace's own "
         f"tracepoint probe for bpftrace's), same runs | | {floor_ns:.1f} ns | {bt_floor_ns:.1f} ns | |",
         f"| page-fault program above that floor | | {hr_net:.1f} ns | {bt_net:.1f} ns | "
         f"ratio {hr_net / bt_net:.2f} |",
+        f"| kmem:rss_stat program (fires on every fault as well), bpf_stats per event | | {rss_ns:.1f} ns "
+        f"({rss_cnt} events) | | |",
+        f"| all of headroom's programs during the fault runs (all sensors on), bpf_stats run time per fault | | {all_ns:.1f} ns | | |",
         f"| OOM kill to its record in user space ({oom['kills']} real kills) | | median {oom['median_ms']:.3f} ms, "
         f"max {oom['max_ms']:.3f} ms | | <= 10 ms |",
         f"| agent footprint, sampling every 100 ms for {fp['seconds']} s ({int(fp['samples'])} samples, "
