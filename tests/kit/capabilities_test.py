@@ -47,6 +47,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import kitlib
+
 SRC = Path(os.environ.get("HEADROOM_SOURCE_DIR") or Path(__file__).resolve().parents[2]).resolve()
 UNIT = SRC / "deploy" / "systemd" / "headroom.service"
 CONFIG = SRC / "deploy" / "systemd" / "agent.toml"
@@ -143,24 +145,6 @@ def fmt_caps(caps):
 
 # --- processes ---------------------------------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop(p, timeout=5.0):
-    """SIGTERM, then SIGKILL after the timeout; only our own processes."""
-    if p.poll() is not None:
-        return p.returncode
-    try:
-        p.send_signal(signal.SIGTERM)
-        return p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        return p.wait()
-
-
 def start_ready(argv, what):
     """A helper that prints "ready" and holds until its stdin closes."""
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -168,7 +152,7 @@ def start_ready(argv, what):
     r, _, _ = select.select([p.stdout], [], [], 10)
     line = p.stdout.readline() if r else ""
     if "ready" not in line:
-        stop(p)
+        kitlib.stop(p, 5)
         raise RuntimeError(f"{what} did not get ready: {line!r} {p.stderr.read()[:300]!r}")
     return p
 
@@ -211,7 +195,7 @@ class Agent:
         os.chmod(self.dir, 0o755)
         owner = ctx.uid if (caps is not None and ctx.mode == "user") else 0
         os.chown(self.dir, owner, owner)
-        self.port = free_port()
+        self.port = kitlib.free_port()
         args = list(ctx.exec_args)
         args += ["--listen", f"127.0.0.1:{self.port}", "--interval", "500ms",
                  "--journal", str(self.dir / "oom-journal.hrj"),
@@ -225,19 +209,19 @@ class Agent:
             self.notify.bind(path)
             os.chmod(path, 0o666)
             env.update(NOTIFY_SOCKET=path, WATCHDOG_USEC="1000000")
-        self.argv = setpriv_prefix(ctx.mode, ctx.uid, ctx.gid, caps, ctx.no_new_privs) + [ctx.binary] + args
-        self.log = open(self.dir / "agent.log", "w+")
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=env)
+        prefix = setpriv_prefix(ctx.mode, ctx.uid, ctx.gid, caps, ctx.no_new_privs)
+        try:   # up once it says "serving on"; on failure it is stopped already
+            self.run = kitlib.AgentRun(ctx.binary, args, self.dir / "agent.log", prefix=prefix, env=env)
+        except kitlib.AgentError as e:
+            self.close()
+            raise RuntimeError(f"{label}: {e}") from None
+        self.proc, self.started = self.run.proc, self.run.started
         procs.append(self.proc)
         self.health = self.snapshot = None
         self.status = {}
 
     def logtail(self, n=15):
-        self.log.flush()
-        self.log.seek(0)
-        return "".join(self.log.readlines()[-n:])
+        return self.run.tail(n)
 
     def wait_healthy(self, samples=2, timeout=20):
         deadline = time.monotonic() + timeout
@@ -281,14 +265,13 @@ class Agent:
             out += self.notify.recv(4096).decode(errors="replace").split("\n")
 
     def stop(self):
-        rc = stop(self.proc)
+        rc = kitlib.stop(self.proc, 5)
         self.seconds = time.monotonic() - self.started
         return rc
 
     def close(self):
         if self.notify:
             self.notify.close()
-        self.log.close()
 
 
 class Ctx:
@@ -631,7 +614,7 @@ def main():
                 p.wait(timeout=5)
     finally:
         for p in procs:
-            stop(p)
+            kitlib.stop(p, 5)
         if cg is not None:
             for _ in range(50):
                 try:

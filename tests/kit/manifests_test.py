@@ -26,8 +26,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +34,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+import kitlib
 
 try:
     import yaml
@@ -912,32 +912,13 @@ def build_workdir(stage):
 # ---------------------------------------------------------------------------------------------
 # Live: the entrypoint script and the healthcheck against a real agent (root)
 
-def own_memory_cgroup():
-    v1 = v2 = None
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        hid, ctl, path = line.split(":", 2)
-        if "memory" in ctl.split(","):
-            v1 = path
-        if hid == "0" and ctl == "":
-            v2 = path
-    return v1 or v2
+class Agent(kitlib.AgentRun):
+    """The agent on a port the kernel picks, its log in tmp/<name>.log; .url once it serves.
+    Raises kitlib.AgentError (a RuntimeError) when it does not start within 20 s."""
 
-
-class Agent:
     def __init__(self, args, tmp, name):
-        self.log = Path(tmp) / f"{name}.log"
-        self.proc = subprocess.Popen([BINARY, "--log-level", "info", "agent", "--listen", "127.0.0.1:0", *args],
-                                     stdout=subprocess.DEVNULL, stderr=open(self.log, "w"), start_new_session=True)
-        self.url = None
-        deadline = time.time() + 20
-        while time.time() < deadline and self.proc.poll() is None:
-            m = re.search(r"serving on (http://[0-9.]+:\d+)", self.log.read_text())
-            if m:
-                self.url = m.group(1)
-                break
-            time.sleep(0.05)
-        if not self.url:
-            raise RuntimeError(f"the agent did not start: {self.log.read_text()[-1500:]}")
+        super().__init__(BINARY, ["--log-level", "info", "agent", "--listen", "127.0.0.1:0", *args],
+                         Path(tmp) / f"{name}.log", deadline=time.monotonic() + 20, new_session=True)
 
     def get(self, path):
         try:
@@ -953,15 +934,6 @@ class Agent:
                 return True
             time.sleep(0.1)
         return False
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @contextlib.contextmanager
@@ -1074,7 +1046,7 @@ def live_checks(tmp, docker):
                 if doc["generation"] == gen:
                     check(doc["budget_bytes"] == budget and doc["margin_bytes"] == margin, wc,
                           f"the prover got {budget}/{margin}, the agent says {doc['budget_bytes']}/{doc['margin_bytes']} for generation {gen}")
-                own = own_memory_cgroup()
+                own = kitlib.own_memory_cgroup()
                 check(own is not None and doc.get("cgroup", "").rstrip("/") == own.rstrip("/"), wc,
                       f"the agent budgets for {doc.get('cgroup')}, the waiting script ran in {own}")
             check("budget" in r.stderr and "exec" in r.stderr, wc, f"says nothing of the budget it took: {r.stderr.strip()[-300:]}")
@@ -1082,10 +1054,7 @@ def live_checks(tmp, docker):
         b = Agent(common + ["--budget.enabled", "false"], tmp, "agent-off")
         check(b.wait_healthy(), "live: agent (budget off)", "no first sample within 10 s")  # else 503 "no sample yet"
         # ... and no agent at all. These wait out their timeout: run them side by side.
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
-        s.close()
+        closed = kitlib.free_port()
         cases = [(url, client, label) for url, label in ((b.url, "budget off"), (f"http://127.0.0.1:{closed}", "no agent"))
                  for client in clients]
         with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:

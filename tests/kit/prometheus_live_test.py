@@ -15,8 +15,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,8 @@ import urllib.parse
 import urllib.request
 
 import yaml
+
+import kitlib
 
 SKIP = 77
 SOURCE = os.environ.get("HEADROOM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -149,27 +149,6 @@ def rule_expressions():
     return out
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def own_memory_cgroup():
-    """The memory cgroup this test runs in (v1 'N:memory:/path', v2 '0::/path'): the agent's
-    budget cgroup, so the budget series exist. Read only."""
-    with open("/proc/self/cgroup") as f:
-        lines = f.read().splitlines()
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            return path
-    for line in lines:
-        if line.startswith("0::"):
-            return line[3:]
-    return "/"
-
-
 class Prometheus:
     def __init__(self, base):
         self.base = base
@@ -198,27 +177,6 @@ class Prometheus:
         return len(r["data"]["result"]) if r.get("status") == "success" else 0
 
 
-def stop(proc, name):
-    """SIGTERM, then SIGKILL after 10 s; only the process this test started."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        log(f"{name} did not stop on SIGTERM within 10 s: killing it")
-        proc.kill()
-        proc.wait(timeout=10)
-
-
-def tail(path, lines=30):
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 def wait_for(what, predicate, deadline):
     while time.monotonic() < deadline:
         if predicate():
@@ -228,30 +186,21 @@ def wait_for(what, predicate, deadline):
 
 
 def start_agent(binary, tmp, deadline, started):
-    agent_log = os.path.join(tmp, "agent.log")
-    cmd = [binary, "--log-level", "info", "agent", "--listen", "127.0.0.1:0", "--interval", "1s",
-           "--journal", os.path.join(tmp, "j.hrj"),
-           "--budget.state-file", os.path.join(tmp, "state.json"),
-           "--budget.cgroup", own_memory_cgroup(), "--budget.margin-floor", "16MiB"]
-    with open(agent_log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    started.append(("the agent", proc))     # stopped by main()'s finally, even if a wait fails
-    port = None
-
-    def serving():
-        nonlocal port
-        if proc.poll() is not None:
-            raise Failure(f"the agent exited with {proc.returncode}:\n{tail(agent_log)}")
-        m = re.search(r"serving on http://127\.0\.0\.1:(\d+)", tail(agent_log, 200))
-        port = m and int(m.group(1))
-        return port is not None
-
-    wait_for("the agent's 'serving on' line", serving, deadline)
-    return port
+    # The agent's budget cgroup is the one this test runs in, so the budget series exist.
+    args = ["--log-level", "info", "agent", "--listen", "127.0.0.1:0", "--interval", "1s",
+            "--journal", os.path.join(tmp, "j.hrj"),
+            "--budget.state-file", os.path.join(tmp, "state.json"),
+            "--budget.cgroup", kitlib.own_memory_cgroup() or "/", "--budget.margin-floor", "16MiB"]
+    try:
+        agent = kitlib.AgentRun(binary, args, os.path.join(tmp, "agent.log"), deadline=deadline)
+    except kitlib.AgentError as e:      # it stopped the agent already
+        raise Failure(str(e)) from None
+    started.append(("the agent", agent.proc))   # stopped by main()'s finally, even if a wait fails
+    return agent.port
 
 
 def start_prometheus(tmp, agent_port, deadline, started):
-    port = free_port()
+    port = kitlib.free_port()
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [os.path.abspath(RULES), os.path.abspath(ALERTS)],
@@ -272,7 +221,7 @@ def start_prometheus(tmp, agent_port, deadline, started):
 
     def ready():
         if proc.poll() is not None:
-            raise Failure(f"prometheus exited with {proc.returncode}:\n{tail(prom_log)}")
+            raise Failure(f"prometheus exited with {proc.returncode}:\n{kitlib.tail(prom_log)}")
         try:
             with urllib.request.urlopen(prom.base + "/-/ready", timeout=2) as r:
                 return r.status == 200
@@ -398,12 +347,12 @@ def main():
         return 0
     except Failure as e:
         log(f"FAIL: {e}")
-        log(f"--- agent log ---\n{tail(agent_log)}")
-        log(f"--- prometheus log ---\n{tail(prom_log)}")
+        log(f"--- agent log ---\n{kitlib.tail(agent_log)}")
+        log(f"--- prometheus log ---\n{kitlib.tail(prom_log)}")
         return 1
     finally:
         for name, proc in reversed(processes):
-            stop(proc, name)
+            kitlib.stop(proc, name=name)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
