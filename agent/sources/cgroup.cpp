@@ -160,19 +160,29 @@ Result<ProcCgroups> parseProcCgroup(std::string_view text) {
   return out;
 }
 
-std::string normaliseCgroupPath(std::string_view path) {
-  std::string out;
+std::vector<std::string_view> cgroupPathComponents(std::string_view path) {
+  std::vector<std::string_view> out;
   std::size_t i = 0;
   while (i < path.size()) {
     while (i < path.size() && path[i] == '/') ++i;
     std::size_t start = i;
     while (i < path.size() && path[i] != '/') ++i;
-    if (i > start) {
-      out.push_back('/');
-      out.append(path.substr(start, i - start));
-    }
+    if (i > start) out.push_back(path.substr(start, i - start));
+  }
+  return out;
+}
+
+std::string normaliseCgroupPath(std::string_view path) {
+  std::string out;
+  for (std::string_view c : cgroupPathComponents(path)) {
+    out.push_back('/');
+    out.append(c);
   }
   return out.empty() ? "/" : out;
+}
+
+std::string cgroupDirectory(const CgroupMount& mount, std::string_view path) {
+  return path == "/" ? mount.mount_point : fmt::format("{}{}", mount.mount_point, path);
 }
 
 std::optional<std::string> parentCgroup(std::string_view path) {
@@ -327,8 +337,7 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
 }
 
 std::string CgroupHierarchy::directoryOf(std::string_view path) const {
-  std::string p = normaliseCgroupPath(path);
-  return p == "/" ? mount_.mount_point : mount_.mount_point + p;
+  return cgroupDirectory(mount_, normaliseCgroupPath(path));
 }
 
 Result<Dir> CgroupHierarchy::open(std::string_view path) const {

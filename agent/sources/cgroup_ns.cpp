@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <mutex>
 
 #include "headroom/cgroup.h"
@@ -11,18 +10,6 @@
 
 namespace headroom {
 namespace {
-
-std::vector<std::string_view> components(std::string_view path) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < path.size()) {
-    while (i < path.size() && path[i] == '/') ++i;
-    std::size_t start = i;
-    while (i < path.size() && path[i] != '/') ++i;
-    if (i > start) out.push_back(path.substr(start, i - start));
-  }
-  return out;
-}
 
 bool climbs(const std::vector<std::string_view>& parts) {
   return std::any_of(parts.begin(), parts.end(), [](std::string_view c) { return c == ".." || c == "."; });
@@ -36,11 +23,6 @@ std::string joinComponents(It begin, It end) {
     out.append(*it);
   }
   return out.empty() ? std::string("/") : out;
-}
-
-// The directory of a path in the mount, as FsRoot names it.
-std::string directoryIn(const CgroupMount& mount, std::string_view path) {
-  return path == "/" ? mount.mount_point : fmt::format("{}{}", mount.mount_point, path);
 }
 
 // Depth-first over the mount through held directory fds, looking for the directory whose
@@ -110,7 +92,7 @@ JoinedCgroupPath joinCgroupPath(std::string_view base, std::string_view rel) {
   JoinedCgroupPath out;
   std::vector<std::string_view> parts;
   for (std::string_view path : {base, rel}) {
-    for (std::string_view c : components(path)) {
+    for (std::string_view c : cgroupPathComponents(path)) {
       if (c == ".") continue;
       if (c != "..") {
         parts.push_back(c);
@@ -126,14 +108,14 @@ JoinedCgroupPath joinCgroupPath(std::string_view base, std::string_view rel) {
 }
 
 CgroupNsMap nsMapFromMountRoot(std::string_view mount_root) {
-  auto parts = components(mount_root);
+  auto parts = cgroupPathComponents(mount_root);
   if (climbs(parts)) return {};
   return CgroupNsMap{"/", joinComponents(parts.begin(), parts.end())};
 }
 
 std::optional<CgroupNsMap> nsMapFromAnchor(std::string_view own_ns_path, std::string_view own_mount_path) {
-  auto ns = components(own_ns_path);
-  auto in_mount = components(own_mount_path);
+  auto ns = cgroupPathComponents(own_ns_path);
+  auto in_mount = cgroupPathComponents(own_mount_path);
   if (climbs(ns) || climbs(in_mount)) return std::nullopt;
   if (ns.size() <= in_mount.size() && std::equal(ns.rbegin(), ns.rend(), in_mount.rbegin())) {
     auto cut = in_mount.begin() + static_cast<std::ptrdiff_t>(in_mount.size() - ns.size());
@@ -159,10 +141,8 @@ std::optional<std::string> mapNsPath(const CgroupNsMap& map, std::string_view pr
 
 bool cgroupProcsLists(std::string_view text, pid_t pid) {
   for (std::string_view line : splitLines(text)) {
-    line = trim(line);
-    pid_t p = 0;
-    auto [ptr, ec] = std::from_chars(line.data(), line.data() + line.size(), p);
-    if (ec == std::errc() && ptr == line.data() + line.size() && p == pid) return true;
+    auto p = parseU64(trim(line));
+    if (p && *p == static_cast<std::uint64_t>(pid)) return true;
   }
   return false;
 }
@@ -173,7 +153,7 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
   // Without the means to check, mountinfo's word stands, unless its root climbs: then a namespace
   // is certain and mountinfo cannot say where it lies.
   auto unchecked = [&](int code, const std::string& why) -> Result<CgroupNsLocation> {
-    if (climbs(components(mount.root))) {
+    if (climbs(cgroupPathComponents(mount.root))) {
       return makeError(code, fmt::format("{}, and mountinfo's root field \"{}\" says the mount shows more than this "
                                          "process's cgroup namespace",
                                          why, mount.root));
@@ -187,7 +167,7 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
   if (!cg) return unchecked(0, cg.error().wrap(fmt::format("parsing {}", fs.display("/proc/self/cgroup"))).describe());
   auto own = cg->memoryPath(version);
   if (!own) return unchecked(ENOENT, fmt::format("{} names no v{} memory cgroup", fs.display("/proc/self/cgroup"), version));
-  auto own_parts = components(*own);
+  auto own_parts = cgroupPathComponents(*own);
   if (climbs(own_parts))
     return makeError(0, fmt::format("this process's own cgroup {} lies outside its cgroup namespace (moved after "
                                     "the namespace was made): nothing anchors the namespace's root",
@@ -195,7 +175,7 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
 
   // The mapping mountinfo gives, checked: a plain host stops here.
   if (auto d = mapNsPath(from_mountinfo, *own)) {
-    if (auto dir = fs.openDir(directoryIn(mount, *d))) {
+    if (auto dir = fs.openDir(cgroupDirectory(mount, *d))) {
       auto procs = dir->readFile("cgroup.procs");
       if (procs && cgroupProcsLists(*procs, self_pid)) return CgroupNsLocation{from_mountinfo, CgroupNsSource::kMountinfo, 0, {}};
       // Every real cgroup directory has one: this is a capture of the memory files only.
@@ -209,7 +189,7 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
   std::optional<std::string> found;
   // A mount root of k ".." (the host's tree seen from inside a namespace) puts the namespace's
   // root k levels down: look there first.
-  auto root_parts = components(mount.root);
+  auto root_parts = cgroupPathComponents(mount.root);
   bool only_ups = !root_parts.empty() &&
                   std::all_of(root_parts.begin(), root_parts.end(), [](std::string_view c) { return c == ".."; });
   if (only_ups) found = walker.walk(*root, root_parts.size() + own_parts.size());

@@ -61,6 +61,10 @@ Result<ProcCgroups> parseProcCgroup(std::string_view text);
 // Normalises a cgroup path: leading '/', no trailing '/', no empty components. ".." is kept: inside
 // a cgroup namespace it climbs from the namespace's root, which only the mapping below resolves.
 std::string normaliseCgroupPath(std::string_view path);
+// The non-empty components of a cgroup path, "." and ".." included ("//a/../b/" -> a, .., b).
+std::vector<std::string_view> cgroupPathComponents(std::string_view path);
+// The directory of a cgroup (a normalised path relative to the mount's root) under the mount.
+std::string cgroupDirectory(const CgroupMount& mount, std::string_view path);
 // "/a/b" -> "/a"; "/" -> nullopt.
 std::optional<std::string> parentCgroup(std::string_view path);
 // True when `path` is `ancestor` or below it.
