@@ -9,3 +9,4 @@ const volatile bool cfg_cgroup_v1 = false;
 
 __u64 ring_drops[HR_RING_COUNT] = {};
 __u64 map_full_drops = 0;
+__u32 filter_gen = 0;

@@ -18,6 +18,9 @@
 /* Configuration, set by user space before load (common.bpf.c defines them). */
 extern const volatile bool cfg_filter_cgroups;  /* false: every cgroup is tracked */
 extern const volatile bool cfg_cgroup_v1;       /* memory controller on v1: use the memory css */
+/* Bumped by user space each time it changes `tracked_cgroups`: judgements cached under an older
+ * generation are made again. */
+extern __u32 filter_gen;
 
 /* Lost events, per ring (enum hr_ring); user space exports them. */
 extern __u64 ring_drops[HR_RING_COUNT];
@@ -64,20 +67,20 @@ struct {
 	__type(value, struct proc_hot);
 } proc_hot SEC(".maps") __weak;
 
+/* Page faults: the run each CPU is counting, and per process the runs that have ended. */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct thread_hot);
-} thread_hot SEC(".maps") __weak;
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fault_run);
+} fault_runs SEC(".maps") __weak;
 
-/* Faults of a process's threads that have exited (tgid -> count), until the process exits. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, __u64);
-} exited_faults SEC(".maps") __weak;
+	__type(value, struct fault_total);
+} fault_totals SEC(".maps") __weak;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

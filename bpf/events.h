@@ -92,12 +92,29 @@ struct exit_event {
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct exit_event) == 56, "exit_event ABI");
 
-/* Per thread, page faults: task local storage of the faulting thread itself, bumped without
- * an atomic (no other CPU writes it) and without a hash lookup. An iterator sums the threads
- * of each process for user space; a thread's count moves to `exited_faults` when it exits. */
-struct thread_hot {
-	__u64 faults;
+/* Per CPU, the run of page faults it is counting: those of one process (an mm and its tgid)
+ * since that process began faulting here. A fault of the same process is one increment of a
+ * per-CPU counter (no lock, no atomic, no shared line, no map lookup beyond the per-CPU slot);
+ * another process's fault ends the run, which is then added to `fault_totals`. User space adds
+ * the runs still open to the totals; `seq` is odd while a run is being replaced, so that a
+ * reader that copied a slot twice knows whether the two copies are of the same run. */
+struct fault_run {
+	__u64 mm;       /* the process's mm (pointer value): same mm, same process */
+	__u64 count;    /* faults of this run, not yet in fault_totals */
+	__u32 tgid;
+	__u32 tracked;  /* 1 when the process is in a tracked cgroup (judged when the run began) */
+	__u32 seq;      /* bumped before and after each replacement: odd while it happens */
+	__u32 filter_gen; /* the cgroup filter's generation the judgement was made under */
 };
+HEADROOM_STATIC_ASSERT(sizeof(struct fault_run) == 32, "fault_run ABI");
+
+/* Per process (tgid), the faults of its ended runs. `mm` tells a reused pid from the process
+ * the entry was made for; the exit program removes the entry with the process. */
+struct fault_total {
+	__u64 faults;
+	__u64 mm;
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct fault_total) == 16, "fault_total ABI");
 
 /* Per process, its RSS counters: task local storage of the thread-group leader, read by user
  * space through a pidfd of the process; it goes away with the process. */

@@ -14,6 +14,23 @@ static long drop_allocs_of(struct bpf_map *map, struct gpu_alloc_key *key, __u64
 	return 0;
 }
 
+/* A process is gone: its fault total goes, and so does this CPU's run of it (runs on other
+ * CPUs find no total when they end, and add nothing). */
+static __always_inline void end_fault_runs_of(__u32 tgid)
+{
+	__u32 zero = 0;
+	struct fault_run *r = bpf_map_lookup_elem(&fault_runs, &zero);
+
+	bpf_map_delete_elem(&fault_totals, &tgid);
+	if (r && r->tgid == tgid && r->mm) {
+		r->seq++;
+		r->mm = 0;
+		r->count = 0;
+		r->tracked = 0;
+		r->seq++;
+	}
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_exit, struct task_struct *p)
 {
@@ -36,17 +53,9 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 		}
 	}
 	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
-	if (BPF_CORE_READ(sig, live.counter) != 0) {
-		/* A thread leaves: its faults stay with its process. */
-		struct thread_hot *h = bpf_task_storage_get(&thread_hot, p, 0, 0);
-		if (h && h->faults) {
-			__u64 zero = 0, *sum = lookup_or_init(&exited_faults, &tgid, &zero);
-			if (sum)
-				__sync_fetch_and_add(sum, h->faults);
-		}
+	if (BPF_CORE_READ(sig, live.counter) != 0)
 		return 0;
-	}
-	bpf_map_delete_elem(&exited_faults, &tgid);
+	end_fault_runs_of(tgid);
 
 	if (bpf_map_lookup_elem(&oom_victims, &tgid)) {
 		flags |= HR_EXIT_OOM_MARKED;

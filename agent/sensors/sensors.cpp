@@ -174,27 +174,38 @@ struct Sensors::Impl {
   std::optional<std::int64_t> last_mark_latency_ns;
   std::unique_ptr<btf, void (*)(btf*)> vmlinux{nullptr, btf__free};  // loaded once at start
   TracepointSignature signature(const std::string& name) const { return tracepointSignature(name, vmlinux.get()); }
-  bpf_link* fault_iter = nullptr;  // owned by `links`
-  std::map<pid_t, std::uint64_t> live_faults;  // summed over live threads, per tgid
-  std::int64_t live_faults_ns = 0;
+  // Per process, the fault count last answered (with the mm it was for): a count read while a
+  // CPU's run was being ended can briefly miss that run, and a counter must never go back.
+  std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> answered_faults;
+  int cpus = std::max(1, libbpf_num_possible_cpus());  // the per-CPU map's value count
 
-  // Sums the per-thread fault counters with the task iterator, at most every 50 ms.
-  void refreshFaults() {
-    std::int64_t now = nowNs(CLOCK_MONOTONIC);
-    if (fault_iter == nullptr || now - live_faults_ns < 50'000'000) return;
-    live_faults.clear();
-    live_faults_ns = now;
-    Fd it(bpf_iter_create(bpf_link__fd(fault_iter)));
-    if (!it.valid()) return;
-    auto text = readAll(it.get(), "the fault iterator");
-    if (!text) return;
-    for (auto line : splitLines(*text)) {
-      auto f = splitFields(line);
-      if (f.size() != 2) continue;
-      auto tgid = parseU64(f[0]);
-      auto n = parseU64(f[1]);
-      if (tgid && n) live_faults[static_cast<pid_t>(*tgid)] += *n;
+  // A process's page faults: its total of ended runs plus the runs still open on each CPU.
+  // The per-CPU slots are copied before and after the total; a slot whose sequence moved in
+  // between was ended meanwhile, and its faults are in the total or in the next answer.
+  std::optional<std::uint64_t> faultsOf(pid_t tgid) {
+    int runs = bpf_map__fd(skel->maps.fault_runs);
+    int totals = bpf_map__fd(skel->maps.fault_totals);
+    __u32 zero = 0;
+    __u32 key = static_cast<__u32>(tgid);
+    std::vector<fault_run> before(static_cast<std::size_t>(cpus)), after(static_cast<std::size_t>(cpus));
+    fault_total total{};
+    if (bpf_map_lookup_elem(runs, &zero, before.data()) != 0 || bpf_map_lookup_elem(totals, &key, &total) != 0 ||
+        bpf_map_lookup_elem(runs, &zero, after.data()) != 0) {
+      answered_faults.erase(tgid);
+      return std::nullopt;
     }
+    std::uint64_t sum = total.faults;
+    for (std::size_t i = 0; i < after.size(); ++i) {
+      const fault_run& r = after[i];
+      if (r.seq == before[i].seq && r.seq % 2 == 0 && r.tgid == key && r.mm == total.mm && r.tracked) sum += r.count;
+    }
+    if (answered_faults.size() > 2 * static_cast<std::size_t>(cfg.max_processes)) answered_faults.clear();
+    auto [it, fresh] = answered_faults.try_emplace(tgid, total.mm, sum);
+    if (!fresh) {
+      if (it->second.first == total.mm) sum = std::max(sum, it->second.second);
+      it->second = {total.mm, sum};
+    }
+    return sum;
   }
 
   SensorStatus& status(const std::string& name) {
@@ -300,6 +311,7 @@ struct Sensors::Impl {
     x.comm = commOf(e.task.comm);
     x.cgroup = cgroupPath(e.cgroup_id);
     x.monotonic_time_ns = static_cast<std::int64_t>(e.ts_ns);
+    answered_faults.erase(x.pid);
     exits.push_back(std::move(x));
     // Bound the queue: a consumer that never takes exits must not grow us without limit.
     if (exits.size() > 65536) exits.erase(exits.begin(), exits.begin() + 32768);
@@ -356,7 +368,7 @@ const std::map<std::string, std::vector<const char*>>& sensorPrograms() {
   static const std::map<std::string, std::vector<const char*>> m = {
       {"oom", {"mark_victim_task", "mark_victim_pid", "start_task_reaping", "finish_task_reaping"}},
       {"exits", {"handle_exit"}},
-      {"faults", {"count_fault", "dump_thread_faults"}},
+      {"faults", {"count_fault"}},
       {"mmap",
        {"enter_mmap", "exit_mmap", "enter_munmap", "exit_munmap", "enter_mremap", "exit_mremap", "enter_mlock",
         "exit_mlock", "enter_mlock2", "exit_mlock2", "enter_munlock", "exit_munlock"}},
@@ -381,7 +393,8 @@ Result<Ok> Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std:
     std::uint32_t n;
   };
   for (auto [map, n] : {Size{skel->maps.oom_ring, cfg.oom_ring_bytes}, Size{skel->maps.exit_ring, cfg.exit_ring_bytes},
-                        Size{skel->maps.proc_activity, cfg.max_processes}, Size{skel->maps.gpu_mem, cfg.max_processes},
+                        Size{skel->maps.proc_activity, cfg.max_processes}, Size{skel->maps.fault_totals, cfg.max_processes},
+                        Size{skel->maps.gpu_mem, cfg.max_processes},
                         Size{skel->maps.gpu_allocs, cfg.max_cuda_allocations},
                         Size{skel->maps.tracked_cgroups, cfg.max_tracked_cgroups}}) {
     if (int err = bpf_map__set_max_entries(map, n); err != 0)
@@ -518,7 +531,6 @@ void Sensors::Impl::startBpf() {
         break;
       }
       links.emplace_back(l);
-      if (prog == skel->progs.dump_thread_faults) fault_iter = l;
     }
     if (failure.empty()) set(sensor, SensorState::kActive, notes[sensor]);
     else set(sensor, SensorState::kDegraded, failure);
@@ -574,11 +586,16 @@ Status Sensors::Impl::trackCgroupsNow(const std::vector<std::uint64_t>& ids) {
   }
   for (auto k : stale) bpf_map_delete_elem(fd, &k);
   std::uint8_t one = 1;
+  Status st = ok();
   for (auto id : want) {
-    if (bpf_map_update_elem(fd, &id, &one, BPF_ANY) != 0)
-      return errnoError(fmt::format("adding cgroup id {} to the tracked set (max {})", id, cfg.max_tracked_cgroups));
+    if (bpf_map_update_elem(fd, &id, &one, BPF_ANY) != 0) {
+      st = errnoError(fmt::format("adding cgroup id {} to the tracked set (max {})", id, cfg.max_tracked_cgroups));
+      break;
+    }
   }
-  return ok();
+  // The fault program judges each process once per run: make it judge them all again.
+  __atomic_add_fetch(&skel->bss->filter_gen, 1, __ATOMIC_RELEASE);
+  return st;
 }
 
 Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
@@ -675,7 +692,6 @@ void Sensors::poll(int timeout_ms) {
   } else if (timeout_ms > 0) {
     ::usleep(static_cast<useconds_t>(timeout_ms) * 1000);
   }
-  m.live_faults_ns = 0;  // the next activity() sums the threads afresh
   std::int64_t now = nowNs(CLOCK_MONOTONIC);
   if (m.kmsg) {
     for (const auto& rec : m.kmsg->readAvailable()) {
@@ -697,8 +713,8 @@ std::optional<ProcessActivity> Sensors::activity(pid_t tgid) const {
   ProcessActivity a;
   bool found = false;
   __u32 key = static_cast<__u32>(tgid);
-  // RSS lives in the leader's task storage (looked up through a pidfd); faults are per thread,
-  // summed by the iterator, plus those of threads that have exited.
+  // RSS lives in the leader's task storage (looked up through a pidfd); faults in per-CPU runs
+  // and a per-process total.
   Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, tgid, 0)));
   proc_hot hot{};
   if (pidfd.valid()) {
@@ -711,15 +727,9 @@ std::optional<ProcessActivity> Sensors::activity(pid_t tgid) const {
       a.swap = hot.rss_swapents * 4096;
     }
   }
-  m.refreshFaults();
-  if (auto it = m.live_faults.find(tgid); it != m.live_faults.end()) {
+  if (auto faults = m.faultsOf(tgid)) {
     found = true;
-    a.faults += it->second;
-  }
-  __u64 exited = 0;
-  if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.exited_faults), &key, &exited) == 0) {
-    found = true;
-    a.faults += exited;
+    a.faults = *faults;
   }
   proc_activity pa{};
   if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_activity), &key, &pa) == 0) {

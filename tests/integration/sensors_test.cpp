@@ -237,6 +237,59 @@ TEST(Sensors, FaultsMappingsAndRss) {
   EXPECT_FALSE(s->activity(c.pid()).has_value()) << "counters are dropped when the process exits";
 }
 
+// The kernel's own count of a process's faults (its threads', dead ones included).
+std::uint64_t kernelFaults(const Env& env, pid_t pid) {
+  auto r = readProcess(env.fs, pid, false);
+  if (r.outcome != ReadOutcome::kOk) throw std::runtime_error(fmt::format("reading /proc/{}", pid));
+  return r.sample.minflt + r.sample.majflt;
+}
+
+// A fault is counted in a per-CPU run of the process faulting there, which goes to the
+// process's total when another process faults on that CPU: the counts must survive threads
+// that exit, agree with the kernel's own count, and never leak from one process to another
+// when two of them take turns on one CPU.
+TEST(Sensors, FaultCountsAgreeWithTheKernelAcrossThreadsAndSharedCpus) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto s = startSensors(env);
+  constexpr std::uint64_t kThreadBytes = 16 * kMiB;
+  ChildProcess threaded = spawnReady({HEADROOM_WORKLOAD, "--threads", "4", std::to_string(kThreadBytes)});
+  auto a = s->activity(threaded.pid());
+  ASSERT_TRUE(a.has_value());
+  std::uint64_t kernel = kernelFaults(env, threaded.pid());
+  EXPECT_GE(a->faults, 4 * kThreadBytes / 4096) << "the faults of 4 threads that have exited";
+  // The kernel also counts faults taken before exec and from kernel mode (copies to user
+  // memory); the tracepoint sees user-mode faults since exec.
+  EXPECT_LE(a->faults, kernel + 64);
+  EXPECT_GE(static_cast<double>(a->faults), 0.9 * static_cast<double>(kernel));
+
+  // Two processes on one CPU, touching memory at the same time: their runs alternate there.
+  constexpr std::uint64_t kTouch = 32 * kMiB;
+  std::vector<ChildProcess> pair;
+  for (int i = 0; i < 2; ++i)
+    pair.push_back(spawnReady({"/usr/bin/taskset", "-c", "0", HEADROOM_WORKLOAD, "--touch-per-line", std::to_string(kTouch)}));
+  for (int round = 0; round < 3; ++round) {
+    std::uint64_t before[2], kernel_before[2];
+    for (int i = 0; i < 2; ++i) {
+      auto b = s->activity(pair[i].pid());
+      ASSERT_TRUE(b.has_value());
+      before[i] = b->faults;
+      kernel_before[i] = kernelFaults(env, pair[i].pid());
+    }
+    for (auto& c : pair) ASSERT_TRUE(c.writeLine(""));
+    for (auto& c : pair) ASSERT_EQ(c.readLine().value_or(""), "touched");
+    for (int i = 0; i < 2; ++i) {
+      auto b = s->activity(pair[i].pid());
+      ASSERT_TRUE(b.has_value());
+      std::uint64_t ours = b->faults - before[i];
+      std::uint64_t theirs = kernelFaults(env, pair[i].pid()) - kernel_before[i];
+      EXPECT_GE(ours, kTouch / 4096) << "round " << round << ", process " << i;
+      EXPECT_LE(ours, theirs + 16) << "round " << round << ", process " << i << ": another's faults counted as its own";
+      EXPECT_GE(ours + 16, theirs) << "round " << round << ", process " << i;
+    }
+  }
+}
+
 TEST(Sensors, CudaDriverApiOnAStandInLibrary) {
   SKIP_WITHOUT_BPF();
   Env env;
@@ -442,6 +495,34 @@ TEST(Sensors, TrackedCgroupsFilterInTheKernel) {
   }));
   EXPECT_EQ(exitsOf(exits, inside.pid())[0].cgroup, sb->path());
   EXPECT_TRUE(exitsOf(exits, outside.pid()).empty()) << "exits of untracked cgroups are not sent";
+}
+
+// A process already faulting when its cgroup joins the tracked set is counted from then on: the
+// fault program judges a process once per run, and a change of the set makes it judge again.
+TEST(Sensors, AProcessIsCountedOnceItsCgroupIsTracked) {
+  SKIP_WITHOUT_BPF();
+  Env env;
+  auto sb = CgroupSandbox::create("headroom-retrack");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  struct stat st {};
+  ASSERT_EQ(::stat(sb->directory().c_str(), &st), 0);
+  SensorsConfig cfg;
+  cfg.tracked_cgroups = std::vector<std::uint64_t>{};  // filtering, nothing tracked yet
+  auto s = startSensors(env, cfg);
+  constexpr std::uint64_t kTouch = 8 * kMiB;
+  ChildProcess c = spawnReady({"/usr/bin/taskset", "-c", "1", HEADROOM_WORKLOAD, "--touch-per-line", std::to_string(kTouch)},
+                              sb->procsFile());
+  ASSERT_TRUE(c.writeLine(""));
+  ASSERT_EQ(c.readLine().value_or(""), "touched");
+  EXPECT_FALSE(s->activity(c.pid()).has_value()) << "not tracked yet";
+  ASSERT_TRUE(s->trackCgroups({st.st_ino}));
+  ASSERT_TRUE(c.writeLine(""));
+  ASSERT_EQ(c.readLine().value_or(""), "touched");
+  auto a = s->activity(c.pid());
+  ASSERT_TRUE(a.has_value()) << "tracked now";
+  EXPECT_GE(a->faults, kTouch / 4096);
+  c.closeStdin();
+  ASSERT_TRUE(c.wait());
 }
 
 // Without the privileges for BPF, every BPF sensor says why and the snapshot still works from

@@ -15,6 +15,10 @@
 //                        (distinct comms), holding 1 MiB for MS milliseconds; "spawned N" at the end
 //   --grow-after-ready N MS  after "ready", grow by N bytes, 1 MiB every MS milliseconds (a busy
 //                        neighbour that keeps allocating while something else measures)
+//   --threads N BYTES    N threads each touch BYTES of fresh anonymous memory and exit, before
+//                        "ready" (faults of threads that are gone)
+//   --touch-per-line N   after "ready", each line read from stdin touches N more fresh bytes and
+//                        answers "touched"
 //   --exit-code N        the exit code (after ready and stdin's end, or right away with the above)
 #include <fcntl.h>
 #include <sched.h>
@@ -108,7 +112,7 @@ void writeFile(const char* path, std::size_t n) {
 
 int main(int argc, char** argv) {
   bool exit_after_ready = false;
-  std::size_t grow_bytes = 0, grow_ms = 0;
+  std::size_t grow_bytes = 0, grow_ms = 0, touch_per_line = 0;
   int exit_code = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -197,6 +201,16 @@ int main(int argc, char** argv) {
       need(2);
       grow_bytes = size(argv[++i]);
       grow_ms = size(argv[++i]);
+    } else if (a == "--threads") {
+      need(2);
+      std::size_t n = size(argv[++i]);
+      std::size_t bytes = size(argv[++i]);
+      std::vector<std::thread> threads;
+      for (std::size_t t = 0; t < n; ++t) threads.emplace_back([bytes] { touch(mapAnon(bytes, true), bytes, kPage); });
+      for (auto& t : threads) t.join();
+    } else if (a == "--touch-per-line") {
+      need(1);
+      touch_per_line = size(argv[++i]);
     } else if (a == "--exit-code") {
       need(1);
       exit_code = static_cast<int>(size(argv[++i]));
@@ -221,6 +235,11 @@ int main(int argc, char** argv) {
   }
   char c;
   while (::read(STDIN_FILENO, &c, 1) > 0) {
+    if (c == '\n' && touch_per_line > 0) {
+      touch(mapAnon(touch_per_line, true), touch_per_line, kPage);
+      std::printf("touched\n");
+      std::fflush(stdout);
+    }
   }
   return exit_code;
 }
