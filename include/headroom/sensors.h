@@ -83,9 +83,6 @@ struct SensorsConfig {
   std::uint32_t max_processes = 16384;     // per-process counter maps (LRU)
   std::uint32_t max_cuda_allocations = 65536;
   std::uint32_t max_tracked_cgroups = 4096;
-  // poll() also consumes the rings at the end of each slice of this length, should a wakeup
-  // come late (see Sensors::poll): the bound on an OOM record's latency.
-  int poll_slice_ms = 10;
   // CUDA: driver libraries (libcuda.so.1) to probe; empty: found automatically. Runtime
   // targets: libcudart or binaries with the runtime linked in (optional second attach point).
   std::vector<std::string> cuda_libraries;

@@ -2,15 +2,16 @@
 """`make bench`: headroom's costs measured side by side in one run, written as a markdown table.
 
 - A fault-heavy workload (fault-bench: several GiB of fresh pages, several threads) with no
-  agent, with the agent running (`headroom agent`, default settings: every sensor attached), and with a bpftrace one-liner counting the same tracepoint per process; runs
-  interleaved, median of each, and the agent again with its two fault-path sensors (faults,
+  agent, with the agent running (`headroom agent` on its defaults), and with a bpftrace
+  one-liner counting the same tracepoint per process; runs interleaved, median of each, and the agent again with its two fault-path sensors (faults,
   rss: off by default) switched on. Ratios, added nanoseconds per fault.
 - Per-program cost per event from the kernel's own BPF stats (kernel.bpf_stats_enabled:
   run_time_ns / run_cnt) for headroom's fault program and bpftrace's.
 - The time from an OOM kill (oom:mark_victim) to its record in user space (oom-latency).
 - The probe's throughput against a plain single-threaded mmap+memset loop, same cgroup.
 - The agent's own footprint sampling at 50x its default rate: RSS early and late (no growth
-  with uptime), CPU and wall time per sample.
+  with uptime), CPU and wall time per sample; and on its defaults at rest, CPU and wakeups a
+  second.
 """
 import json
 import os
@@ -36,6 +37,7 @@ CHUNK = str(512 << 20)
 ROUNDS = "4"
 REPEATS = 5
 FOOTPRINT_SECONDS = 60
+REST_SECONDS = 30
 BPFTRACE = "tracepoint:exceptions:page_fault_user { @[pid] = count(); }"
 # Seconds the agent runs before a measured workload: its start-up (loading, the first samples)
 # is not what a prover beside a long-running agent pays.
@@ -111,6 +113,34 @@ def rss_of(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def run_time(pid):
+    """(CPU ns, times scheduled in) of every thread of pid, from the scheduler's own counters."""
+    ns = slices = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                run, _, n = f.read().split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended in between
+        ns += int(run)
+        slices += int(n)
+    return ns, slices
+
+
+def agent_at_rest(seconds):
+    """The agent on its defaults (a sample every 5 s) between samples and all: CPU and wakeups a
+    second, from schedstat (nanoseconds, unlike the 10 ms ticks of /proc/PID/stat)."""
+    p, _ = start_agent()
+    try:
+        time.sleep(AGENT_SETTLE)
+        ns0, n0 = run_time(p.pid)
+        time.sleep(seconds)
+        ns1, n1 = run_time(p.pid)
+        return {"cpu_ms_per_s": (ns1 - ns0) / 1e6 / seconds, "wakeups_per_s": (n1 - n0) / seconds, "seconds": seconds}
+    finally:
+        stop(p)
 
 
 def agent_footprint(seconds):
@@ -277,6 +307,7 @@ def main():
     hr_net, bt_net = hr_ns - floor_ns, bt_ns - bt_floor_ns
     oom = json.loads(subprocess.run([OOM, WORKLOAD, "5"], capture_output=True, text=True, check=True).stdout)
     fp = agent_footprint(FOOTPRINT_SECONDS)
+    rest = agent_at_rest(REST_SECONDS)
     probe, plain = probe_vs_memset()
     gib = float(1 << 30)
     probe_rate = probe["bytes_per_second"] / gib
@@ -315,6 +346,9 @@ def main():
         f"{int(fp['processes'])} processes, {int(fp['series'])} series) | | RSS {fp['early'] / 2**20:.1f} MiB after 5 s, "
         f"{fp['late'] / 2**20:.1f} MiB at the end; {fp['cpu_per_sample_ms']:.2f} ms CPU and "
         f"{fp['sample_ms']:.2f} ms wall per sample | | no growth with uptime |",
+        f"| agent at rest on its defaults (a sample every 5 s), over {rest['seconds']} s, from schedstat | | "
+        f"{rest['cpu_ms_per_s']:.2f} ms CPU a second ({rest['cpu_ms_per_s'] / 10:.2f} % of a core), "
+        f"{rest['wakeups_per_s']:.1f} wakeups a second | | |",
         f"| probe throughput over {probe['allocated_bytes'] / gib:.2f} GiB ({probe['probe_chunks']} chunks, "
         f"{probe['touch']}, {probe['threads']} threads) vs a plain single-threaded 1 GiB mmap+memset loop over the same | "
         f"memset loop {plain_rate:.2f} GiB/s | probe {probe_rate:.2f} GiB/s ({probe_rate / plain_rate:.2f}x); whole probe "
