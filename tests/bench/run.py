@@ -3,8 +3,9 @@
 
 - A fault-heavy workload (fault-bench: several GiB of fresh pages, several threads) with no
   agent, with the agent running (`headroom agent` on its defaults), and with a bpftrace
-  one-liner counting the same tracepoint per process; runs interleaved, median of each, and the agent again with its two fault-path sensors (faults,
-  rss: off by default) switched on. Ratios, added nanoseconds per fault.
+  one-liner counting the same tracepoint per process; runs interleaved, median of each, and
+  the agent again with its two fault-path sensors (faults, rss: off by default) switched on.
+  Ratios, added nanoseconds per fault.
 - Per-program cost per event from the kernel's own BPF stats (kernel.bpf_stats_enabled:
   run_time_ns / run_cnt) for headroom's fault program and bpftrace's.
 - The time from an OOM kill (oom:mark_victim) to its record in user space (oom-latency).
@@ -130,8 +131,8 @@ def run_time(pid):
 
 
 def agent_at_rest(seconds):
-    """The agent on its defaults (a sample every 5 s) between samples and all: CPU and wakeups a
-    second, from schedstat (nanoseconds, unlike the 10 ms ticks of /proc/PID/stat)."""
+    """The agent on its defaults (a sample every 5 s), samples and the waits between them: CPU
+    and wakeups a second, from schedstat (nanoseconds, unlike the 10 ms ticks of /proc/PID/stat)."""
     p, _ = start_agent()
     try:
         time.sleep(AGENT_SETTLE)
