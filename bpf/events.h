@@ -87,7 +87,7 @@ struct exit_event {
 	__u64 ts_ns;
 	struct hr_task task;  /* the last task of the group; pid = tgid for the leader */
 	__s32 exit_code;      /* wait status: (code << 8) | terminating signal */
-	__u32 _pad;
+	__u32 parent_tgid;    /* real_parent's tgid at the exit: a child the parent's sampler never saw */
 	__u64 cgroup_id;
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct exit_event) == 56, "exit_event ABI");

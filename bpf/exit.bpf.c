@@ -95,7 +95,7 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	e->ts_ns = bpf_ktime_get_ns();
 	fill_task(&e->task, p);
 	e->exit_code = code;
-	e->_pad = 0;
+	e->parent_tgid = BPF_CORE_READ(p, real_parent, tgid);
 	e->cgroup_id = cgid;
 	bpf_ringbuf_submit(e, 0);
 	return 0;

@@ -662,7 +662,7 @@ void Agent::budgetOnOom(const OomEvent& e) {
     spdlog::warn("budget for {}: OOM kill ({}) before the grown margin was published: margin kept", cgroup, k.what);
     return;
   }
-  if (controller_->last()) k.budget = controller_->last()->budget;
+  if (controller_->lastValid()) k.budget = controller_->lastValid()->budget;  // the one it ran under
   MarginChange c = controller_->onOomKill(k);
   spdlog::warn("budget for {}: {}", cgroup, c.reason);
   exporter_.countMarginChange(cgroup, "oom_kill");
@@ -731,9 +731,11 @@ void Agent::journalOom(const OomEvent& e) {
   std::int64_t now_mono = monoNs();
   std::int64_t kill_mono = e.monotonic_time_ns > 0 && e.monotonic_time_ns <= now_mono ? e.monotonic_time_ns : now_mono;
   auto kill_wall = static_cast<std::int64_t>(unixNow() * 1e9) - (now_mono - kill_mono);
+  // Samples read whole before the kill: one that began before it but read the victim's cgroup
+  // after it would show the memory already freed.
   std::shared_ptr<const Snapshot> snap;
   for (const auto& r : recent_) {
-    if (r->monotonic_time_ns <= kill_mono) snap = r;
+    if ((r->completed_monotonic_ns != 0 ? r->completed_monotonic_ns : r->monotonic_time_ns) <= kill_mono) snap = r;
   }
   if (!snap && !recent_.empty()) snap = recent_.front();  // none before it: the oldest kept, said by its sampled_at
   RecordContext ctx;
@@ -741,14 +743,15 @@ void Agent::journalOom(const OomEvent& e) {
   ctx.last = snap.get();
   ctx.cgroup = oomRecordCgroup(e, ctx.last);
   for (FlightPoint& p : flight_.points(ctx.cgroup)) {
-    if (p.wall_time_ns <= kill_wall) ctx.flight.push_back(std::move(p));  // what came before the kill
+    bool done_before = p.completed_monotonic_ns != 0 ? p.completed_monotonic_ns <= kill_mono : p.wall_time_ns <= kill_wall;
+    if (done_before) ctx.flight.push_back(std::move(p));  // what came before the kill
   }
   ctx.flight_window_ns = flight_.window();
   // The budget in force at the kill: for the prover's cgroup, inside what died or around it.
   std::string bc = budgetCgroup();
   bool prover_here = !bc.empty() && !ctx.cgroup.empty() && (cgroupIsWithin(bc, ctx.cgroup) || cgroupIsWithin(ctx.cgroup, bc));
-  if (prover_here && controller_ && controller_cgroup_ == bc && controller_->last() && controller_->last()->valid)
-    ctx.budget = &*controller_->last();
+  if (prover_here && controller_ && controller_cgroup_ == bc && controller_->lastValid())
+    ctx.budget = &*controller_->lastValid();
   if (prover_here) ctx.self_reported = self_reported_;
   ctx.sensors = sensors_->status();
   ctx.host = host_;

@@ -105,6 +105,26 @@ struct TreeFigures {
   std::size_t processes = 0;
 };
 
+// The prover's process tree: the child started and its descendants, found in samples (ppid)
+// and in exit events (the parent at exit), so that a wrapper's child that was forked and killed
+// between two samples still counts as the prover.
+struct ProverTree {
+  std::set<pid_t> members;
+  std::map<pid_t, pid_t> parents;  // pid -> parent, from exits
+  bool contains(pid_t pid) const {
+    for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+      if (members.count(pid) != 0) return true;
+      auto it = parents.find(pid);
+      if (it == parents.end()) return false;
+      pid = it->second;
+    }
+    return false;
+  }
+  void noteExit(const ExitEvent& x) {
+    if (x.parent_pid > 0 && parents.size() < 65536) parents[x.pid] = x.parent_pid;
+  }
+};
+
 struct Outcome {
   int status = 0;
   double seconds = 0;
@@ -127,7 +147,7 @@ class Supervisor {
   Result<std::shared_ptr<const Snapshot>> sample(const std::set<pid_t>& tree);
   Result<pid_t> spawn(const BudgetDecision& d, unsigned attempt);
   Outcome supervise(pid_t child, const BudgetDecision& d, std::optional<std::uint64_t> oom_kills_before);
-  void classify(Outcome& out, pid_t child, const std::set<pid_t>& tree, const BudgetDecision& d,
+  void classify(Outcome& out, pid_t child, ProverTree& tree, const BudgetDecision& d,
                 std::optional<std::uint64_t> oom_kills_before,
                 const std::vector<OomEvent>& events, const std::optional<ExitEvent>& exit_event);
   bool waitForReclaim(std::uint64_t held_before, Clock::time_point since);
@@ -356,12 +376,14 @@ Result<pid_t> Supervisor::spawn(const BudgetDecision& d, unsigned attempt) {
 Outcome Supervisor::supervise(pid_t child, const BudgetDecision& d, std::optional<std::uint64_t> oom_kills_before) {
   Outcome out;
   auto t0 = Clock::now();
-  std::set<pid_t> tree = {child};
+  ProverTree tree;
+  tree.members = {child};
   std::vector<OomEvent> events;
   std::optional<ExitEvent> exit_event;
   auto drain = [&] {
     for (OomEvent& e : sensors_->takeOomEvents()) events.push_back(std::move(e));
     for (ExitEvent& x : sensors_->takeExitEvents()) {
+      tree.noteExit(x);
       if (x.pid == child) exit_event = x;
     }
   };
@@ -387,16 +409,17 @@ Outcome Supervisor::supervise(pid_t child, const BudgetDecision& d, std::optiona
       break;
     }
     if (Clock::now() >= next_sample) {
-      if (auto snap = sample(tree)) {
+      if (auto snap = sample(tree.members)) {
         // The prover's tree: its children and theirs, as far as the sample shows.
-        std::size_t known = tree.size();
+        std::set<pid_t>& m = tree.members;
+        std::size_t known = m.size();
         for (bool grew = true; grew;) {
           grew = false;
           for (const ProcessSnapshot& p : (*snap)->processes) {
-            if (!tree.count(p.sample.pid) && tree.count(p.sample.status.ppid)) grew = tree.insert(p.sample.pid).second;
+            if (!m.count(p.sample.pid) && m.count(p.sample.status.ppid)) grew = m.insert(p.sample.pid).second;
           }
         }
-        if (tree.size() != known) (void)sample(tree);  // figures for the processes found just now
+        if (m.size() != known) (void)sample(m);  // figures for the processes found just now
       }
       next_sample += sample_interval_;
       if (next_sample < Clock::now()) next_sample = Clock::now() + sample_interval_;
@@ -412,7 +435,7 @@ Outcome Supervisor::supervise(pid_t child, const BudgetDecision& d, std::optiona
   return out;
 }
 
-void Supervisor::classify(Outcome& out, pid_t child, const std::set<pid_t>& tree, const BudgetDecision& d,
+void Supervisor::classify(Outcome& out, pid_t child, ProverTree& tree, const BudgetDecision& d,
                           std::optional<std::uint64_t> oom_kills_before,
                           const std::vector<OomEvent>& early, const std::optional<ExitEvent>& early_exit) {
   std::vector<OomEvent> events = early;
@@ -427,7 +450,7 @@ void Supervisor::classify(Outcome& out, pid_t child, const std::set<pid_t>& tree
   // explain (the counter rose, or a SIGKILL and no counter to ask), never on a clean exit.
   auto inCgroup = [&](const OomVictim& v) {
     pid_t tgid = v.tgid != 0 ? v.tgid : v.pid;
-    return tree.count(tgid) > 0 || (!v.cgroup.empty() && cgroupIsWithin(normaliseCgroupPath(v.cgroup), cgroup_));
+    return tree.contains(tgid) || (!v.cgroup.empty() && cgroupIsWithin(normaliseCgroupPath(v.cgroup), cgroup_));
   };
   auto victimsSeen = [&] {
     std::size_t n = 0;
@@ -438,15 +461,19 @@ void Supervisor::classify(Outcome& out, pid_t child, const std::set<pid_t>& tree
   bool active_oom_source = false;
   for (const SensorStatus& s : sensors_->status())
     active_oom_source |= (s.name == "oom" || s.name == "kmsg") && s.state == SensorState::kActive;
+  auto take = [&](int wait_ms) {
+    sensors_->poll(wait_ms);
+    for (OomEvent& e : sensors_->takeOomEvents()) events.push_back(std::move(e));
+    for (ExitEvent& x : sensors_->takeExitEvents()) {
+      tree.noteExit(x);
+      if (x.pid == child) exit_event = x;
+    }
+  };
+  // What is in the rings already: the exits of the prover's descendants come before its own.
+  take(0);
   if (active_oom_source && (rose > 0 || (sigkill && !counter_known))) {
     auto end = Clock::now() + std::chrono::seconds(3);
-    while (Clock::now() < end && victimsSeen() < std::max<std::uint64_t>(rose, 1)) {
-      sensors_->poll(50);
-      for (OomEvent& e : sensors_->takeOomEvents()) events.push_back(std::move(e));
-      for (ExitEvent& x : sensors_->takeExitEvents()) {
-        if (x.pid == child) exit_event = x;
-      }
-    }
+    while (Clock::now() < end && victimsSeen() < std::max<std::uint64_t>(rose, 1)) take(50);
   }
 
   const OomVictim* prover_victim = nullptr;
@@ -457,10 +484,10 @@ void Supervisor::classify(Outcome& out, pid_t child, const std::set<pid_t>& tree
       if (v.kill_skipped || !inCgroup(v)) continue;
       pid_t tgid = v.tgid != 0 ? v.tgid : v.pid;
       // The prover is its whole tree: a wrapper's child killed is the prover killed.
-      if (tree.count(tgid) > 0 && prover_victim == nullptr) {
+      if (tree.contains(tgid) && prover_victim == nullptr) {
         prover_victim = &v;
         prover_event = &e;
-      } else if (tree.count(tgid) == 0 && other_victim == nullptr) {
+      } else if (!tree.contains(tgid) && other_victim == nullptr) {
         other_victim = &v;
       }
     }

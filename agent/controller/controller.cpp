@@ -187,6 +187,7 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
   d.valid = valid;
   margin_changed_ = false;
   last_ = d;
+  if (valid) last_valid_ = d;
   return d;
 }
 

@@ -486,6 +486,7 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
     ++taken;
     FlightPoint p;
     p.wall_time_ns = snap.wall_time_ns;
+    p.completed_monotonic_ns = snap.completed_monotonic_ns;
     p.usage = c.memory.usage;
     if (c.tightest) {
       p.limit = c.tightest->limit;

@@ -87,6 +87,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   auto snap = std::make_shared<Snapshot>();
   snap->wall_time_ns = raw.wall_time_ns;
   snap->monotonic_time_ns = raw.monotonic_time_ns;
+  snap->completed_monotonic_ns = raw.completed_monotonic_ns;
   snap->mode = raw.mounts.mode();
   snap->memory_version = raw.memory_version;
   if (const CgroupMount* m = raw.mounts.memoryMount()) snap->memory_mount = m->mount_point;

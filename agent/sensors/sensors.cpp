@@ -309,6 +309,7 @@ struct Sensors::Impl {
     ExitEvent x = classifyExit(static_cast<pid_t>(e.task.tgid), e.exit_code, (e.flags & HR_EXIT_OOM_MARKED) != 0,
                                (e.flags & HR_EXIT_SHARES_OOM_MM) != 0);
     x.comm = commOf(e.task.comm);
+    x.parent_pid = static_cast<pid_t>(e.parent_tgid);
     x.cgroup = cgroupPath(e.cgroup_id);
     x.monotonic_time_ns = static_cast<std::int64_t>(e.ts_ns);
     answered_faults.erase(x.pid);

@@ -110,7 +110,10 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   auto pids = listPids(*fs_);
   if (!pids) return pids.error();
   // Every watched cgroup missing: nothing is in scope (not everything).
-  if (scopes.empty() && !opts.cgroups.empty()) return raw;
+  if (scopes.empty() && !opts.cgroups.empty()) {
+    raw.completed_monotonic_ns = nowNs(CLOCK_MONOTONIC);
+    return raw;
+  }
   std::set<std::string> watched(scopes.begin(), scopes.end());
   auto inScope = [&](const ProcCgroups& cg) {
     if (scopes.empty()) return true;
@@ -183,6 +186,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
       raw.ancestors.emplace(*parent, std::move(*a));
     }
   }
+  raw.completed_monotonic_ns = nowNs(CLOCK_MONOTONIC);
   return raw;
 }
 

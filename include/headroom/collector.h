@@ -50,6 +50,9 @@ struct CollectStats {
 struct RawSample {
   std::int64_t wall_time_ns = 0;       // CLOCK_REALTIME
   std::int64_t monotonic_time_ns = 0;  // CLOCK_MONOTONIC
+  // CLOCK_MONOTONIC when its last file had been read: a sample that began before an OOM kill
+  // may have read the victim's cgroup after it, so "before the kill" is judged by this.
+  std::int64_t completed_monotonic_ns = 0;
   CgroupMounts mounts;
   int memory_version = 0;  // 1 or 2: the hierarchy that carries the memory controller
   Meminfo meminfo;

@@ -161,6 +161,9 @@ class BudgetController {
   const ControllerState& state() const { return state_; }
   const BudgetPolicy& policy() const { return policy_; }
   const std::optional<BudgetDecision>& last() const { return last_; }
+  // The budget in force: the last valid decision, which a prover that was handed it still runs
+  // under when a later tick finds no room (a kill at the limit usually follows such a tick).
+  const std::optional<BudgetDecision>& lastValid() const { return last_valid_; }
 
  private:
   struct Tick {
@@ -172,6 +175,7 @@ class BudgetController {
   ControllerState state_;
   std::deque<Tick> window_;
   std::optional<BudgetDecision> last_;
+  std::optional<BudgetDecision> last_valid_;
   bool margin_changed_ = false;
 };
 

@@ -109,6 +109,7 @@ Result<JournalContents> readJournal(const std::string& path);
 // One cgroup at one sample, compact: what the report draws.
 struct FlightPoint {
   std::int64_t wall_time_ns = 0;
+  std::int64_t completed_monotonic_ns = 0;  // the sample's last read (0: unknown); not serialised
   std::uint64_t usage = 0;
   std::optional<std::uint64_t> limit;  // the tightest bound's limit
   std::map<std::string, std::uint64_t> parts;  // PartKind name -> bytes (see snapshot.h)

@@ -41,6 +41,7 @@ const char* toString(ExitKind k);
 
 struct ExitEvent {
   pid_t pid = 0;  // the process (tgid)
+  pid_t parent_pid = 0;  // its parent's tgid when it exited (0: unknown)
   std::string comm;
   int wait_status = 0;
   ExitKind kind = ExitKind::kExited;

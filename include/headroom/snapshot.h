@@ -130,6 +130,7 @@ struct HostSnapshot {
 struct Snapshot {
   std::int64_t wall_time_ns = 0;
   std::int64_t monotonic_time_ns = 0;
+  std::int64_t completed_monotonic_ns = 0;  // its last file read (RawSample's)
   CgroupMode mode = CgroupMode::kNone;
   int memory_version = 0;
   std::string memory_mount;

@@ -122,7 +122,7 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
   // What the prover believed, and what the kernel charged.
   EXPECT_EQ(rec["self_reported_bytes"], 100 * kMiB);
   EXPECT_GT(rec["charged_bytes"].get<double>(), 240.0 * kMiB);
-  ASSERT_TRUE(rec["budget"].is_object()) << "a budget was in force for the prover";
+  ASSERT_TRUE(rec["budget"].is_object()) << "a budget was in force for the prover\n" << agent.logText();
   EXPECT_GT(rec["budget"]["budget_bytes"].get<double>(), 0);
   EXPECT_FALSE(rec["sensors"].empty());
   EXPECT_FALSE(rec["host"]["kernel"].get<std::string>().empty());

@@ -272,10 +272,11 @@ TEST(Run, AnOomKillInsideTheProversTreeIsTheProversThroughAWrapper) {
   ASSERT_TRUE(sb->setLimit(256 * kMiB));
   TempDir tmp;
   // A launch script that does not exec: the shell waits, its child is the one killed, and the
-  // shell exits 137 by itself (no signal of its own).
+  // shell exits 137 by itself (no signal of its own). The child starts after the attempt's first
+  // sample and dies long before the next one: only its exit event says whose child it was.
   std::vector<std::string> a = {HEADROOM_BINARY, "run", "--cgroup", sb->path(), "--margin-floor", "16MiB", "--margin-step",
-                                "16MiB", "--state-file", tmp.file("state.json"), "--", "/bin/sh", "-c",
-                                "\"$0\" \"$@\"; exit $?", HEADROOM_TEST_PROVER};
+                                "16MiB", "--state-file", tmp.file("state.json"), "--sample-interval", "60s", "--",
+                                "/bin/sh", "-c", "sleep 0.3; \"$0\" \"$@\"; exit $?", HEADROOM_TEST_PROVER};
   a.insert(a.end(), kOverheadProver.begin(), kOverheadProver.end());
   auto r = runCommand(a);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -284,7 +285,7 @@ TEST(Run, AnOomKillInsideTheProversTreeIsTheProversThroughAWrapper) {
   EXPECT_EQ(at[0].outcome, "oom_killed") << at[0].line;
   EXPECT_NE(at[0].line.find("of the prover's tree, started by pid"), std::string::npos) << at[0].line;
   EXPECT_EQ(at.back().outcome, "exited(0)");
-  EXPECT_EQ(readJson(tmp.file("state.json"))["last_kill"]["prover_victim"], true);
+  EXPECT_EQ(readJson(tmp.file("state.json"))["last_kill"]["prover_victim"], true) << r.err;
 }
 
 TEST(Run, PassesSigtermOnToTheProverAndExitsWithItsStatus) {

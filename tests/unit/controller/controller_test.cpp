@@ -530,6 +530,26 @@ TEST(BudgetController, OomKillOverheadFromTheChargeOverTheBudget) {
   EXPECT_THAT(m.reason, HasSubstr(formatBytes(40 * kGiB)));
 }
 
+// A kill at the limit usually follows a tick that found no room: the budget the prover ran
+// under is still the last valid one, and the kill's evidence is measured against it.
+TEST(BudgetController, TheBudgetInForceOutlivesATickWithoutRoom) {
+  BudgetController c(BudgetPolicy{});
+  BudgetDecision ok = c.decide(simple());
+  ASSERT_TRUE(ok.valid);
+  // The cgroup is full (20 GiB used, nothing reclaimable) and the prover's own part of it is
+  // less than the 1 GiB margin: no room at all.
+  BudgetDecision none = c.decide(inputsAt(105 * kSec, 512 * kMiB, {bound("/prover", "limit", 20 * kGiB, 20 * kGiB, 0, 0)}));
+  ASSERT_FALSE(none.valid) << none.reason;
+  ASSERT_TRUE(c.last().has_value());
+  EXPECT_FALSE(c.last()->valid);
+  ASSERT_TRUE(c.lastValid().has_value());
+  EXPECT_EQ(c.lastValid()->budget, 19 * kGiB);
+  EXPECT_EQ(c.lastValid()->generation, ok.generation);
+  BudgetDecision again = c.decide(simple(110 * kSec));
+  ASSERT_TRUE(again.valid);
+  EXPECT_EQ(c.lastValid()->generation, again.generation) << "the newest valid decision";
+}
+
 TEST(BudgetController, OomKillTakesTheLargestMeasureOfTheOverhead) {
   BudgetController c(BudgetPolicy{});
   c.decide(simple());
