@@ -140,6 +140,13 @@ void attributeV2(Attribution& a, const CgroupMemory& cg, const ProcessSums& sums
   } else {
     a.notes.push_back("memory.stat has no \"kernel\" key (kernel before 5.18): other kernel memory is in unattributed");
   }
+  if (cg.usage_from_stat) {
+    // The root is never charged: its memory.stat counts the machine's pages, and kernel memory
+    // of the root's own processes (charged to no cgroup) is missing from its kernel keys.
+    a.notes.push_back(
+        "cgroup v2 root: no memory.current, so the usage is the sum of memory.stat's anon, file, kernel and sock "
+        "(the machine's pages; kernel memory of processes in the root itself is charged to no cgroup and not in it)");
+  }
 }
 
 void attributeV1(Attribution& a, const CgroupMemory& cg, const ProcessSums& sums) {

@@ -33,6 +33,7 @@ json toJson(const CgroupMemory& c) {
       {"path", c.path},
       {"limit_bytes", opt(c.limit)},
       {"usage_bytes", c.usage},
+      {"usage_source", c.version == 1 ? "memory.usage_in_bytes" : (c.usage_from_stat ? "memory.stat" : "memory.current")},
       {"peak_bytes", opt(c.peak)},
       {"high_bytes", opt(c.high)},
       {"swap_current_bytes", opt(c.swap_current)},

@@ -301,6 +301,17 @@ constexpr std::array kV1Files = {
 };
 }  // namespace
 
+std::uint64_t v2RootUsage(const StatMap& st) {
+  std::uint64_t kernel = 0;
+  if (auto k = st.get("kernel")) {
+    kernel = *k;
+  } else {  // before 5.18: the kernel's parts one by one
+    for (const char* key : {"pagetables", "sec_pagetables", "slab_reclaimable", "slab_unreclaimable", "kernel_stack", "percpu"})
+      kernel += st.getOr(key);
+  }
+  return st.getOr("anon") + st.getOr("file") + kernel + st.getOr("sock") + st.getOr("zswap");
+}
+
 Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::string& path) {
   if (version != 1 && version != 2) return makeError(EINVAL, fmt::format("cgroup version {} is not 1 or 2", version));
   CgroupMemory cg;
@@ -325,8 +336,14 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
     return ok();
   };
   if (version == 2) {
+    const bool root = path == "/";
     for (const auto& f : kV2Files) {
+      if (root && (f.name == std::string_view("memory.current") || f.name == std::string_view("memory.max"))) continue;
       if (auto st = readOne(f); !st) return st.error();
+    }
+    if (root) {
+      cg.usage = v2RootUsage(cg.stat);
+      cg.usage_from_stat = true;
     }
   } else {
     for (const auto& f : kV1Files) {

@@ -136,6 +136,9 @@ struct CgroupMemory {
 
   std::optional<std::uint64_t> limit;  // own hard limit; nullopt = unlimited (max)
   std::uint64_t usage = 0;             // memory.current / memory.usage_in_bytes (hierarchical)
+  // The v2 root has no memory.current (nor memory.max): its usage is the sum of its memory.stat
+  // (anon, file, kernel, sock, zswap), which holds the whole machine's pages.
+  bool usage_from_stat = false;
   std::optional<std::uint64_t> peak;   // memory.peak / memory.max_usage_in_bytes
   std::optional<std::uint64_t> high;  // v2 memory.high (nullopt: max or absent)
   std::optional<std::uint64_t> swap_current;  // v2 memory.swap.current
@@ -162,6 +165,10 @@ struct CgroupMemory {
   // The limit in force counting ancestors, where the kernel says it (v1); v2 callers walk up.
   std::optional<std::uint64_t> effectiveLimitHint() const;
 };
+
+// The v2 root's usage from its memory.stat: anon + file + kernel (or, before 5.18, its listed
+// parts) + sock + zswap.
+std::uint64_t v2RootUsage(const StatMap& stat);
 
 // Reads the memory files of the cgroup held open as `dir`. Errors when the files that every
 // memory cgroup has (usage, limit on a non-root cgroup, memory.stat) are missing or garbage.

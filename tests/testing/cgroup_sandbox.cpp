@@ -25,6 +25,49 @@ std::optional<std::string> CgroupSandbox::unavailableReason() {
   return std::nullopt;
 }
 
+namespace {
+
+// A v2 child has memory files only when its parent delegates the controller, and a non-root v2
+// cgroup that holds processes cannot delegate ("no internal processes", EBUSY): its processes
+// (this test's, the runner's) move to a leaf below it first, as systemd does for a delegated
+// unit. They stay there; the leaf goes when they have exited.
+Status delegateMemory(const FsRoot& fs, const std::string& dir) {
+  auto d = fs.openDir(dir);
+  if (!d) return d.error();
+  auto enabled = [&] {
+    auto sc = d->readFile("cgroup.subtree_control");
+    if (!sc) return false;
+    for (auto c : splitFields(*sc))
+      if (c == "memory") return true;
+    return false;
+  };
+  if (enabled()) return ok();
+  auto st = d->writeFile("cgroup.subtree_control", "+memory");
+  if (st) return ok();
+  if (st.error().code != EBUSY) return st.error().wrap(fmt::format("delegating the memory controller below {}", dir));
+  std::string leaf = dir + "/" + CgroupSandbox::kLeaf;
+  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return errnoError(fmt::format("mkdir {}", leaf));
+  auto ld = fs.openDir(leaf);
+  if (!ld) return ld.error();
+  for (int round = 0; round < 100; ++round) {
+    auto procs = d->readFile("cgroup.procs");
+    if (!procs) return procs.error();
+    bool moved = false;
+    for (auto line : splitLines(*procs)) {
+      if (line.empty()) continue;
+      moved = true;
+      if (auto w = ld->writeFile("cgroup.procs", line); !w && w.error().code != ESRCH)
+        return w.error().wrap(fmt::format("moving pid {} from {} into {}", line, dir, leaf));
+    }
+    if (!moved) break;
+  }
+  if (auto w = d->writeFile("cgroup.subtree_control", "+memory"); !w)
+    return w.error().wrap(fmt::format("delegating the memory controller below {} (its processes moved to {})", dir, leaf));
+  return ok();
+}
+
+}  // namespace
+
 Result<CgroupSandbox> CgroupSandbox::create(std::string_view name) {
   auto fs = FsRoot::open("/");
   if (!fs) return fs.error();
@@ -43,14 +86,15 @@ Result<CgroupSandbox> CgroupSandbox::create(std::string_view name) {
   auto mapped = h.toMountRelative(*own);
   if (!mapped) return mapped.error();
   std::string parent = *mapped;
+  if (version == 2) {
+    // Our own cgroup, not the leaf an earlier sandbox moved us into.
+    if (auto slash = parent.rfind('/'); slash != std::string::npos && parent.substr(slash + 1) == kLeaf)
+      parent = normaliseCgroupPath(parent.substr(0, slash));
+    if (auto st = delegateMemory(*fs, h.directoryOf(parent)); !st) return st.error();
+  }
   std::string path = normaliseCgroupPath(fmt::format("{}/{}-{}", parent, name, ::getpid()));
   std::string dir = h.directoryOf(path);
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errnoError(fmt::format("mkdir {}", dir));
-  if (version == 2) {
-    // A v2 child only has memory files when the parent delegates the controller.
-    auto pdir = fs->openDir(h.directoryOf(parent));
-    if (pdir) (void)pdir->writeFile("cgroup.subtree_control", "+memory");
-  }
   return CgroupSandbox(std::move(*fs), version, *mm, path, dir);
 }
 

@@ -17,6 +17,9 @@ namespace headroom::testing {
 
 class CgroupSandbox {
  public:
+  // On v2, the leaf below our own cgroup that its processes move into so that it can delegate
+  // the memory controller to sandboxes (a non-root v2 cgroup with processes cannot).
+  static constexpr const char* kLeaf = "headroom-test-leaf";
   // Why a sandbox cannot be made here (not root, no memory controller), or nullopt when it can.
   static std::optional<std::string> unavailableReason();
   static Result<CgroupSandbox> create(std::string_view name);

@@ -163,6 +163,33 @@ TEST(ReadCgroupMemory, V2AllFiles) {
   EXPECT_EQ(cg->stat.get("pagetables").value(), 20971520u);
 }
 
+// Hand-made in the shape of a 6.1 guest's root (tests/fixtures/v2-6.1-*): memory.stat and
+// memory.pressure, no memory.current, memory.max, memory.peak or memory.events.
+TEST(ReadCgroupMemory, V2RootHasNoCurrentItsUsageIsItsStat) {
+  FixtureTree t;
+  t.mountV2();
+  t.write("/sys/fs/cgroup/memory.stat", kV2Stat);
+  t.write("/sys/fs/cgroup/memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+  auto fs = t.fs();
+  auto cg = readCgroupMemory(*fs.openDir("/sys/fs/cgroup"), 2, "/");
+  ASSERT_TRUE(cg) << cg.error().describe();
+  EXPECT_TRUE(cg->usage_from_stat);
+  // anon 400 MiB + file 200 MiB + kernel 60 MiB + sock 0 + zswap 0.
+  EXPECT_EQ(cg->usage, (400ULL + 200 + 60) << 20);
+  EXPECT_FALSE(cg->limit.has_value()) << "the root bounds nothing but the host";
+  EXPECT_TRUE(cg->warnings.empty());
+  // Before 5.18 there is no "kernel" key: its parts are added up.
+  StatMap old;
+  for (auto [k, v] : {std::pair{"anon", 100}, {"file", 50}, {"pagetables", 5}, {"slab_reclaimable", 3},
+                      {"slab_unreclaimable", 2}, {"kernel_stack", 1}, {"percpu", 1}, {"sock", 7}})
+    old.set(k, static_cast<std::uint64_t>(v));
+  EXPECT_EQ(v2RootUsage(old), 100u + 50 + 5 + 3 + 2 + 1 + 1 + 7);
+  // A non-root v2 cgroup without memory.current is still an error.
+  t.cgroupV2("/b", 1 << 20, "max", kV2Stat);
+  t.remove("/sys/fs/cgroup/b/memory.current");
+  EXPECT_FALSE(readCgroupMemory(*fs.openDir("/sys/fs/cgroup/b"), 2, "/b"));
+}
+
 TEST(ReadCgroupMemory, V2MaxEmptyGarbageAndMissingOptional) {
   FixtureTree t;
   t.mountV2();

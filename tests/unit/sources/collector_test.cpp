@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "headroom/collector.h"
+#include "headroom/snapshot.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {
@@ -106,6 +107,12 @@ TEST(Collector, V2TreeAndItsRootWithoutMemoryCurrent) {
   p.memory_cgroup = "/system.slice/prover.service";
   p.rss_anon = p.pss_anon = 1 * kGiB;
   t.process(p);
+  FakeProcess init;  // pid 1 and whatever else a bare v2 machine starts in the root cgroup
+  init.pid = 1;
+  init.comm = "init";
+  init.memory_version = 2;
+  init.memory_cgroup = "/";
+  t.process(init);
   auto fs = t.fs();
   auto c = Collector::create(fs);
   ASSERT_TRUE(c) << c.error().describe();
@@ -113,10 +120,19 @@ TEST(Collector, V2TreeAndItsRootWithoutMemoryCurrent) {
   ASSERT_TRUE(raw) << raw.error().describe();
   EXPECT_EQ(raw->memory_version, 2);
   ASSERT_TRUE(raw->host_pressure.has_value());
-  EXPECT_EQ(paths(*raw), (std::vector<std::string>{"/system.slice/prover.service"}));
+  EXPECT_EQ(paths(*raw), (std::vector<std::string>{"/", "/system.slice/prover.service"}));
+  EXPECT_EQ(raw->processes.size(), 2u) << "the root's processes are read like any other";
   EXPECT_EQ(raw->ancestors.count("/system.slice"), 1u);
-  EXPECT_EQ(raw->ancestors.count("/"), 0u);
   EXPECT_TRUE(raw->stats.warnings.empty()) << raw->stats.warnings.front();
+  auto snap = buildSnapshot(std::move(*raw), RoleMatcher());
+  const CgroupSnapshot* root = snap->findCgroup("/");
+  ASSERT_NE(root, nullptr);
+  EXPECT_TRUE(root->memory.usage_from_stat);
+  EXPECT_NE(snap->findProcess(1), nullptr);
+  const CgroupSnapshot* prover = snap->findCgroup("/system.slice/prover.service");
+  ASSERT_NE(prover, nullptr);
+  ASSERT_TRUE(prover->tightest.has_value());
+  EXPECT_EQ(prover->tightest->name, "/system.slice/prover.service") << "the root bounds nothing";
 }
 
 TEST(Collector, NoMemoryControllerIsAnError) {
@@ -218,7 +234,9 @@ TEST(CollectorInACgroupNamespace, V2HostTreeAttributesOtherPods) {
   auto raw = c->collect({});
   ASSERT_TRUE(raw) << raw.error().describe();
   expectPodAttribution(*raw);
-  EXPECT_EQ(raw->ancestors.count("/"), 0u) << "the v2 root bounds nothing";
+  if (raw->ancestors.count("/") != 0) {
+    EXPECT_FALSE(raw->ancestors.at("/").limit.has_value()) << "the v2 root bounds nothing";
+  }
 }
 
 TEST(CollectorInACgroupNamespace, V1HostTreeAsTheKernelShowsIt) {
