@@ -9,6 +9,10 @@
 
 #include "events.h"
 
+#ifndef SIGNAL_GROUP_EXIT
+#define SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h */
+#endif
+
 char LICENSE[] SEC("license") = "GPL";
 
 /* Every exit seen, for a cheap liveness check of the attachment. */
@@ -40,7 +44,13 @@ int BPF_PROG(count_exit, struct task_struct *p)
 	/* do_exit() decrements signal->live before this tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
 		c->group_exits = 1;
-		c->exit_code = BPF_CORE_READ(p, exit_code);
+		/* The group's status, as the parent sees it: exit_group() and fatal signals set it on
+		 * the signal struct; the last task to go need not be the one that called it (a thread
+		 * whose own exit was still under way when the leader's exit_group() began). */
+		if (BPF_CORE_READ(p, signal, flags) & SIGNAL_GROUP_EXIT)
+			c->exit_code = BPF_CORE_READ(p, signal, group_exit_code);
+		else
+			c->exit_code = BPF_CORE_READ(p, group_leader, exit_code);
 	}
 	return 0;
 }

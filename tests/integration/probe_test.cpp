@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
@@ -54,7 +56,10 @@ TEST(Probe, ReportsWhatCanReallyBeAllocatedBesideAHolderWithoutAnyOomKill) {
   EXPECT_EQ(j["bound"]["name"], sb->path());
   EXPECT_EQ(j["stop_margin_bytes"], 32 * kMiB);
   EXPECT_GE(j["probe_chunks"].get<int>(), 1);
-  EXPECT_NE(j["placement"].get<std::string>().find("sub-cgroup"), std::string::npos);
+  // v1: a sub-cgroup of its own with a hard limit. v2: a cgroup that holds processes cannot have
+  // children with the memory controller, so the probe joins it as the OOM killer's first choice.
+  EXPECT_NE(j["placement"].get<std::string>().find(sb->version() == 1 ? "sub-cgroup" : "target cgroup"), std::string::npos)
+      << j["placement"];
   // The old tool's arithmetic holds.
   EXPECT_EQ(j["overhead_bytes"].get<std::int64_t>(),
             j["usage_peak_bytes"].get<std::int64_t>() - j["usage_before_bytes"].get<std::int64_t>() -
@@ -124,20 +129,48 @@ TEST(Probe, AChunkLargerThanTheHeadroomNeverOvershoots) {
   EXPECT_TRUE(h.running());
 }
 
-TEST(Probe, WithoutAnyLimitTheHostIsTheBoundAndSaysSo) {
+// The ancestors of a cgroup that have a memory limit, read straight from their files (v2:
+// memory.max of each directory up to the mount; v1: hierarchical_memory_limit, which already
+// is the least of them).
+std::vector<std::string> limitedAncestors(const CgroupSandbox& sb) {
+  std::vector<std::string> out;
+  if (sb.version() == 1) {
+    auto own = sb.read();
+    if (own && own->effectiveLimitHint() && *own->effectiveLimitHint() < (1ULL << 50)) out.push_back("(v1 hierarchy)");
+    return out;
+  }
+  std::string path = sb.path();
+  std::filesystem::path dir = sb.directory();
+  while (path != "/") {
+    path = path.substr(0, path.rfind('/'));
+    if (path.empty()) path = "/";
+    dir = dir.parent_path();
+    std::ifstream f(dir / "memory.max");
+    std::string v;
+    if (f >> v && v != "max") out.push_back(path);
+  }
+  return out;
+}
+
+TEST(Probe, WithoutALimitOfItsOwnTheTightestBoundAboveAppliesAndSaysSo) {
   SKIP_WITHOUT_CGROUPS();
   auto sb = CgroupSandbox::create("probe-nolimit");
   ASSERT_TRUE(sb) << sb.error().describe();
-  auto own = sb->read();
-  ASSERT_TRUE(own);
-  if (own->effectiveLimitHint() && *own->effectiveLimitHint() < (1ULL << 50))
-    GTEST_SKIP() << "the test's own cgroup has a limit: the host is not the tightest bound here";
+  auto above = limitedAncestors(*sb);
   // --max keeps it small: this is about which bound applies, not about filling the machine.
   auto r = runCommand({HEADROOM_BINARY, "probe", "--cgroup", sb->path(), "--max", "64MiB", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["bound"]["name"], "host");
-  EXPECT_EQ(j["bound"]["kind"], "MemAvailable");
+  if (above.empty()) {
+    EXPECT_EQ(j["bound"]["name"], "host");
+    EXPECT_EQ(j["bound"]["kind"], "MemAvailable");
+  } else {
+    // A pod's or slice's limit above it (Kubernetes, systemd): one of those, never the host.
+    EXPECT_EQ(j["bound"]["kind"], "limit") << r.out;
+    if (sb->version() == 2) {
+      EXPECT_NE(std::find(above.begin(), above.end(), j["bound"]["name"].get<std::string>()), above.end()) << r.out;
+    }
+  }
   EXPECT_EQ(j["allocated_bytes"], 64 * kMiB);
   EXPECT_NE(j["stop_reason"].get<std::string>().find("most asked for"), std::string::npos) << r.out;
   EXPECT_GT(j["allocatable_bytes"].get<std::uint64_t>(), 64 * kMiB);

@@ -273,9 +273,11 @@ TEST(Run, AnOomKillInsideTheProversTreeIsTheProversThroughAWrapper) {
   TempDir tmp;
   // A launch script that does not exec: the shell waits, its child is the one killed, and the
   // shell exits 137 by itself (no signal of its own). The child starts after the attempt's first
-  // sample and dies long before the next one: only its exit event says whose child it was.
+  // sample and dies long before the next one: only its exit event says whose child it was. No
+  // sample sees its locked pool either, so the margin grows from the kill's figures alone, in
+  // more steps than the default three retries allow.
   std::vector<std::string> a = {HEADROOM_BINARY, "run", "--cgroup", sb->path(), "--margin-floor", "16MiB", "--margin-step",
-                                "16MiB", "--state-file", tmp.file("state.json"), "--sample-interval", "60s", "--",
+                                "16MiB", "--state-file", tmp.file("state.json"), "--sample-interval", "60s", "--max-retries", "8", "--",
                                 "/bin/sh", "-c", "sleep 0.3; \"$0\" \"$@\"; exit $?", HEADROOM_TEST_PROVER};
   a.insert(a.end(), kOverheadProver.begin(), kOverheadProver.end());
   auto r = runCommand(a);

@@ -13,6 +13,9 @@
 //                        sleeps; its pid is printed as "sharer PID" before "ready"
 //   --spawn N MS K       N short-lived children, at most K alive at once, each named "hr-w<i>"
 //                        (distinct comms), holding 1 MiB for MS milliseconds; "spawned N" at the end
+//   --spawn-hold K       before --spawn's churn, K of its children alive at once and held: "holding K",
+//                        then they go when a line arrives on stdin (a burst as wide as asked, however
+//                        slow the machine)
 //   --grow-after-ready N MS  after "ready", grow by N bytes, 1 MiB every MS milliseconds (a busy
 //                        neighbour that keeps allocating while something else measures)
 //   --threads N BYTES    N threads each touch BYTES of fresh anonymous memory and exit, before
@@ -112,7 +115,7 @@ void writeFile(const char* path, std::size_t n) {
 
 int main(int argc, char** argv) {
   bool exit_after_ready = false;
-  std::size_t grow_bytes = 0, grow_ms = 0, touch_per_line = 0;
+  std::size_t grow_bytes = 0, grow_ms = 0, touch_per_line = 0, spawn_hold = 0;
   int exit_code = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -171,13 +174,44 @@ int main(int argc, char** argv) {
       if (pid < 0) die("clone");
       std::printf("sharer %d\n", pid);
       std::fflush(stdout);
+    } else if (a == "--spawn-hold") {
+      need(1);
+      spawn_hold = size(argv[++i]);
     } else if (a == "--spawn") {
       need(3);
       std::size_t total = size(argv[++i]);
       std::size_t ms = size(argv[++i]);
       std::size_t at_once = std::max<std::size_t>(1, size(argv[++i]));
       std::size_t alive = 0;
-      for (std::size_t n = 0; n < total; ++n) {
+      std::size_t n = 0;
+      if (spawn_hold > 0) {
+        int gate[2];
+        if (::pipe(gate) != 0) die("pipe");
+        for (; n < std::min(spawn_hold, total); ++n) {
+          pid_t pid = ::fork();
+          if (pid < 0) die("fork");
+          if (pid == 0) {
+            ::close(gate[1]);
+            char name[32];
+            std::snprintf(name, sizeof name, "hr-w%zu", n);
+            ::prctl(PR_SET_NAME, name);
+            touch(mapAnon(1u << 20, true), 1u << 20, kPage);
+            char c;
+            while (::read(gate[0], &c, 1) < 0 && errno == EINTR) {
+            }
+            ::_exit(0);
+          }
+        }
+        ::close(gate[0]);
+        std::printf("holding %zu\n", n);
+        std::fflush(stdout);
+        char line[64];
+        if (std::fgets(line, sizeof line, stdin) == nullptr) die("stdin closed while holding");
+        ::close(gate[1]);  // every held child's read ends
+        while (::wait(nullptr) > 0) {
+        }
+      }
+      for (; n < total; ++n) {
         if (alive >= at_once) {
           if (::wait(nullptr) > 0) --alive;
         }
