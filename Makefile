@@ -2,13 +2,14 @@
 #   make run    install missing Debian packages, build (Release), start the agent on safe defaults
 #   make test   install missing packages, build (Debug, ASan+UBSan), run every test through ctest
 #   make demo   the incident headroom exists for, reproduced at small scale (root)
+#   make test-kernels  the kernel-facing suites on Debian's 6.1 and 6.12 (cgroup v2) under qemu, and here
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 RELEASE := build/release
 DEBUG := build/debug
 CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
 
-.PHONY: all deps build build-debug run test unit-test tidy bench demo clean
+.PHONY: all deps build build-debug run test test-kernels capture-fixtures unit-test tidy bench demo clean
 
 all: build
 
@@ -18,8 +19,11 @@ deps:
 $(RELEASE)/build.ninja:
 	cmake -S . -B $(RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DHEADROOM_TESTS=OFF
 
+# The test build with clang: a third faster than g++ with the sanitizers on, and the release build
+# (g++) and this one then keep the code clean under both compilers' warnings.
 $(DEBUG)/build.ninja:
-	cmake -S . -B $(DEBUG) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DHEADROOM_SANITIZERS=ON
+	cmake -S . -B $(DEBUG) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DHEADROOM_SANITIZERS=ON \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 
 build: deps $(RELEASE)/build.ninja
 	cmake --build $(RELEASE) -j $(JOBS)
@@ -34,6 +38,18 @@ run: build
 
 test: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS)
+
+# The kernel matrix (root; docs/development.md says how long): every kernel-facing suite in qemu
+# guests of Debian 12's 6.1 and Debian 13's 6.12 with cgroup v2 (a bare root, and a systemd /
+# Kubernetes tree with limits above the tests), a plain cgroup v1 6.1 guest, and this host.
+KERNEL_RUNS ?= 6.1:v2-bare,6.1:v2-systemd,6.12:v2-bare,6.12:v2-systemd,6.1:v1,host
+test-kernels: build-debug
+	python3 tests/kernels/matrix.py --suite full --runs $(KERNEL_RUNS)
+
+# Real fixtures from the guests and this host (tests/fixtures/capture_oom.py): cgroup trees and
+# the kernel's OOM reports; they land in build/kernels/results/capture, to be reviewed and copied.
+capture-fixtures: build-debug
+	python3 tests/kernels/matrix.py --suite capture --runs 6.1:v2-systemd,6.12:v2-systemd,host
 
 unit-test: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS) -L unit

@@ -17,7 +17,7 @@ namespace {
 // Set while a LibbpfLogCapture lives on this thread: load failures are read back from it.
 thread_local std::string* t_capture = nullptr;
 
-int libbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
+__attribute__((format(printf, 2, 0))) int libbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
   // Verifier logs arrive as one multi-line message: size the buffer to fit.
   va_list copy;
   va_copy(copy, args);

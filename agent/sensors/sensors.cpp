@@ -384,7 +384,10 @@ const std::map<std::string, std::vector<const char*>>& sensorPrograms() {
 }  // namespace
 
 Result<Ok> Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std::map<std::string, std::string>& notes) {
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = canAccess(kVmlinuxBtf, R_OK) ? kVmlinuxBtf : nullptr);
+  // Filled by hand: LIBBPF_OPTS is a GNU statement expression, not C++.
+  bpf_object_open_opts opts{};
+  opts.sz = sizeof(opts);
+  opts.btf_custom_path = canAccess(kVmlinuxBtf, R_OK) ? kVmlinuxBtf : nullptr;
   skel.reset(headroom_bpf__open_opts(&opts));
   if (!skel) return errnoError("opening the headroom BPF object");
   skel->rodata->cfg_filter_cgroups = cfg.tracked_cgroups.has_value();
@@ -615,9 +618,12 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
     for (const char* sym : p.symbols) {
       auto it = symbols->find(sym);
       if (it == symbols->end()) continue;  // this variant is not in the file
-      LIBBPF_OPTS(bpf_uprobe_opts, in, .retprobe = false);
+      bpf_uprobe_opts in{};
+      in.sz = sizeof(in);
       bpf_link* l = bpf_program__attach_uprobe_opts(entry, -1, path.c_str(), it->second, &in);
-      LIBBPF_OPTS(bpf_uprobe_opts, out, .retprobe = true);
+      bpf_uprobe_opts out{};
+      out.sz = sizeof(out);
+      out.retprobe = true;
       bpf_link* r = l == nullptr ? nullptr
                                  : bpf_program__attach_uprobe_opts(skel->progs.cuda_return, -1, path.c_str(), it->second, &out);
       if (l == nullptr || r == nullptr) {
