@@ -11,7 +11,10 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libsystemd-dev
 )
-test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml libxml2-utils libcap2-bin systemd)
+test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml libxml2-utils libcap2-bin systemd
+           # the kernel matrix (tests/kernels): Debian's kernels under qemu, a busybox initramfs,
+           # and podman for the container scenarios inside the cgroup v2 guests
+           qemu-system-x86 busybox-static cpio kmod podman)
 
 want=("${build_pkgs[@]}")
 if [ "${1:-}" != "--build-only" ]; then want+=("${test_pkgs[@]}"); fi

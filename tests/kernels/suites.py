@@ -1,0 +1,77 @@
+"""What the kernel matrix runs in each guest (and with --host, here): named steps, each one
+command with a time limit. The gtest steps write XML into the results folder, which the matrix
+reads test by test.
+
+- smoke: the v2 path that `make test` guards on every submission: a real OOM kill caught by BPF
+  and kmsg and told apart from kill -9, snapshot truth against /proc and memory.stat (the root
+  cgroup's processes included), and one `headroom run` retry.
+- full: every integration test, the privileged kit tests (the demo, Prometheus on a real agent,
+  the systemd unit's capability set) and the container scenarios.
+- capture: real fixtures for the unit tests (tests/fixtures/capture.sh): the cgroup tree and
+  the kernel's OOM reports (memcg, memory.oom.group, global).
+"""
+
+import dataclasses
+import pathlib
+
+SOURCE = pathlib.Path(__file__).resolve().parent.parent.parent
+SUITES = ["full", "smoke", "capture"]
+
+SMOKE_TESTS = [
+    "Sensors.RealOomKillIsCaughtJoinedAndClassified",
+    "Sensors.KillNineIsSignaledAndExitIsExited",
+    "SnapshotLive.BreakdownMatchesKnownAllocations",
+    "SnapshotLive.EveryProcessIsInTheTable",
+    "Run.AnOomKilledProverIsRetriedWithALargerMarginAndSucceeds",
+]
+
+
+@dataclasses.dataclass
+class Step:
+    name: str
+    timeout: int  # seconds
+    argv: list
+    env: dict = dataclasses.field(default_factory=dict)
+
+
+def host_layout() -> str:
+    """This machine's memory hierarchy, named like the guests' layouts."""
+    for line in open("/proc/self/mountinfo"):
+        fields = line.split()
+        dash = fields.index("-")
+        fstype, opts = fields[dash + 1], fields[dash + 3]
+        if fstype == "cgroup" and "memory" in opts.split(","):
+            return "v1"
+    return "v2"
+
+
+def kit_env(build: pathlib.Path) -> dict:
+    return {"HEADROOM_SOURCE_DIR": str(SOURCE), "HEADROOM_BINARY": str(build / "headroom"),
+            "HEADROOM_TEST_PROVER": str(build / "tests" / "headroom-test-prover"),
+            "HEADROOM_WORKLOAD": str(build / "tests" / "headroom-workload")}
+
+
+def gtest(name: str, build: pathlib.Path, results: pathlib.Path, timeout: int, tests: list | None = None) -> Step:
+    argv = [str(build / "tests" / "integration_tests"), f"--gtest_output=xml:{results / (name + '.xml')}"]
+    if tests:
+        argv.append("--gtest_filter=" + ":".join(tests))
+    return Step(name, timeout, argv)
+
+
+def plan(suite: str, build: pathlib.Path, layout: str, results: pathlib.Path, guest: bool = True) -> list:
+    kit = SOURCE / "tests" / "kit"
+    if suite == "smoke":
+        return [gtest("smoke", build, results, 420, SMOKE_TESTS)]
+    if suite == "full":
+        steps = [gtest("integration", build, results, 3600)]
+        for t in ("demo", "prometheus_live", "capabilities", "container"):
+            steps.append(Step(f"kit-{t.replace('_', '-')}", 900, ["/usr/bin/python3", str(kit / f"{t}_test.py")],
+                              kit_env(build)))
+        return steps
+    if suite == "capture":
+        argv = ["/usr/bin/python3", str(SOURCE / "tests" / "fixtures" / "capture_oom.py"), str(results / "fixtures"),
+                str(build / "tests" / "headroom-workload")]
+        if guest:  # a machine-wide OOM kill only where it hurts nobody
+            argv.append("--global")
+        return [Step("capture", 900, argv, {"HEADROOM_CAPTURE_BY": "make capture-fixtures"})]
+    raise ValueError(f"unknown suite {suite}")
