@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
+#include <string_view>
 #include <utility>
 
 namespace headroom {
@@ -317,10 +319,14 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
   CgroupMemory cg;
   cg.version = version;
   cg.path = path;
+  std::set<std::string_view> absent;  // optional files that are not there
   auto readOne = [&](const FileSpec& f) -> Status {
     auto text = dir.readFile(f.name);
     if (!text) {
-      if (!f.required && text.error().code == ENOENT) return ok();
+      if (!f.required && text.error().code == ENOENT) {
+        absent.insert(f.name);
+        return ok();
+      }
       if (!f.required) {
         cg.warnings.push_back(text.error().describe());
         return ok();
@@ -336,12 +342,14 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
     return ok();
   };
   if (version == 2) {
+    // The hierarchy's root has no memory.current or memory.max; a cgroup namespace's root (a
+    // container's own cgroup) is no root to the kernel and has both, the limit among them.
     const bool root = path == "/";
-    for (const auto& f : kV2Files) {
-      if (root && (f.name == std::string_view("memory.current") || f.name == std::string_view("memory.max"))) continue;
+    for (FileSpec f : kV2Files) {
+      if (root && (f.name == std::string_view("memory.current") || f.name == std::string_view("memory.max"))) f.required = false;
       if (auto st = readOne(f); !st) return st.error();
     }
-    if (root) {
+    if (root && absent.count("memory.current") != 0) {
       cg.usage = v2RootUsage(cg.stat);
       cg.usage_from_stat = true;
     }

@@ -190,6 +190,21 @@ TEST(ReadCgroupMemory, V2RootHasNoCurrentItsUsageIsItsStat) {
   EXPECT_FALSE(readCgroupMemory(*fs.openDir("/sys/fs/cgroup/b"), 2, "/b"));
 }
 
+// Hand-made: inside a container with its own cgroup namespace, "/" is the container's cgroup,
+// which the kernel gives memory.current and memory.max: its limit is the container's bound.
+TEST(ReadCgroupMemory, ACgroupNamespaceRootIsReadWithItsLimit) {
+  FixtureTree t;
+  t.mountV2();
+  t.cgroupV2("/", 300ULL << 20, "536870912", kV2Stat);
+  auto fs = t.fs();
+  auto cg = readCgroupMemory(*fs.openDir("/sys/fs/cgroup"), 2, "/");
+  ASSERT_TRUE(cg) << cg.error().describe();
+  EXPECT_FALSE(cg->usage_from_stat);
+  EXPECT_EQ(cg->usage, 300ULL << 20);
+  EXPECT_EQ(cg->limit.value(), 512ULL << 20);
+  EXPECT_TRUE(cg->warnings.empty());
+}
+
 TEST(ReadCgroupMemory, V2MaxEmptyGarbageAndMissingOptional) {
   FixtureTree t;
   t.mountV2();
