@@ -33,6 +33,7 @@
 #include "headroom/exporter.h"
 #include "headroom/http_server.h"
 #include "headroom/journal.h"
+#include "headroom/oom_counter.h"
 #include "headroom/parse.h"
 #include "headroom/self_report.h"
 #include "headroom/sensors.h"
@@ -189,6 +190,9 @@ class Agent {
   void budgetOnOom(const OomEvent& e);
   void writeBudgetFile(const BudgetDecision& d);
   std::size_t consumeEvents();  // the OOM kills among them
+  void handleOom(const OomEvent& e);  // metrics, log, journal, budget, /v1/ooms
+  // Without a kernel source of OOM kills: those the cgroups' counters show since the last sample.
+  void countedOoms(const Snapshot& snap);
   void reload();
   void updateSelf();
   std::pair<std::string, Role> resolveVictim(const OomVictim& v) const;
@@ -226,6 +230,9 @@ class Agent {
   std::optional<std::uint64_t> self_reported_;  // the prover's word at the last sample
   std::string self_report_error_;               // said once, until it reads again
   std::set<pid_t> cuda_checked_;  // pids whose maps were searched for libcuda
+  OomCounterWatch counter_watch_;  // OOM kills from the cgroups' counters (no kernel source)
+  bool counters_only_said_ = false;
+  std::uint64_t counted_ids_ = 0;
   std::string last_sample_error_;
   std::vector<std::string> last_missing_;       // watched cgroups missing at the last sample
   std::vector<std::uint64_t> tracked_ids_;      // what the BPF cgroup filter holds
@@ -653,8 +660,13 @@ void Agent::budgetOnOom(const OomEvent& e) {
     }
     what += fmt::format("{}pid {} ({}) in {}", what.empty() ? "" : ", ", v.tgid != 0 ? v.tgid : v.pid, v.comm, memcg);
   }
+  // The counter rose inside the prover's cgroup and no gone process stands for the kill.
+  if (!any && e.from_counter && !cgroup.empty() && cgroupIsWithin(e.counter_cgroup, cgroup)) {
+    any = true;
+    what = fmt::format("{} kill(s) counted in {}", e.counted_kills, e.counter_cgroup);
+  }
   if (!any) return;
-  k.what = fmt::format("{}: {}", e.from_bpf ? "mark_victim" : "kernel OOM report", what);
+  k.what = fmt::format("{}: {}", e.from_bpf ? "mark_victim" : e.from_kmsg ? "kernel OOM report" : "OOM-kill counter", what);
   if (!controller_ || controller_cgroup_ != cgroup) openController(cgroup);
   if (grown_unpublished_) {
     // Killed under the budget the last growth already answered: growing again would count one
@@ -836,6 +848,7 @@ void Agent::sample() {
   std::map<std::string, std::uint64_t> self_by_cgroup;
   if (std::string bc = budgetCgroup(); !bc.empty() && self_reported_) self_by_cgroup[bc] = *self_reported_;
   flight_.record(*snap, self_by_cgroup);
+  countedOoms(*snap);  // against the last sample, before this one is published
   updateBudget(*snap);
 
   ++self_.samples_total;
@@ -912,34 +925,68 @@ std::pair<std::string, Role> Agent::resolveVictim(const OomVictim& v) const {
   return {v.cgroup, roles_.match(tgid, 0, v.comm, "", v.cgroup)};
 }
 
+void Agent::handleOom(const OomEvent& e) {
+  double when = e.wall_time_ns > 0 ? static_cast<double>(e.wall_time_ns) / 1e9 : unixNow();
+  for (const OomVictim& v : e.victims) {
+    if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
+    auto [cgroup, role] = resolveVictim(v);
+    exporter_.recordOomKill(cgroup.empty() ? "unknown" : cgroup, role, v.comm, when);
+  }
+  // Counted kills no gone process could stand for: counted still, the process unknown.
+  if (e.from_counter) {
+    for (std::size_t i = e.victims.size(); i < e.counted_kills; ++i)
+      exporter_.recordOomKill(e.counter_cgroup, roles_.match(0, 0, "", "", e.counter_cgroup), "unknown", when);
+  }
+  spdlog::warn("{}", describeOom(e));
+  journalOom(e);
+  budgetOnOom(e);
+  // A global OOM on a big host dumps every task: keep the largest, say how many there were.
+  constexpr std::size_t kTasksKept = 256;
+  nlohmann::json j = toJson(e);
+  j["tasks_total"] = e.tasks.size();
+  if (e.tasks.size() > kTasksKept) {
+    auto& tasks = j["tasks"];
+    std::sort(tasks.begin(), tasks.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a["rss_bytes"].get<std::uint64_t>() > b["rss_bytes"].get<std::uint64_t>();
+    });
+    tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(kTasksKept), tasks.end());
+  }
+  std::lock_guard lock(mu_);
+  ooms_.push_back(dumpJson(j));
+  ++ooms_total_;
+  while (ooms_.size() > cfg_.recent_ooms) ooms_.pop_front();
+}
+
+void Agent::countedOoms(const Snapshot& snap) {
+  std::shared_ptr<const Snapshot> previous;
+  {
+    std::lock_guard lock(mu_);
+    previous = snapshot_;
+  }
+  std::vector<OomEvent> events = counter_watch_.update(previous.get(), snap);  // the baseline moves every sample
+  bool kernel_source = false;
+  for (const SensorStatus& s : sensors_->status())
+    kernel_source = kernel_source || ((s.name == "oom" || s.name == "kmsg") && s.state == SensorState::kActive);
+  if (kernel_source) {
+    counters_only_said_ = false;
+    return;
+  }
+  if (!counters_only_said_) {
+    spdlog::warn("OOM kills: neither BPF (oom:mark_victim) nor /dev/kmsg is available; they are counted from the "
+                 "cgroups' OOM-kill counters at each sample, the victim inferred from the processes gone");
+    counters_only_said_ = true;
+  }
+  for (OomEvent& e : events) {
+    e.id = ++counted_ids_;
+    handleOom(e);
+  }
+}
+
 std::size_t Agent::consumeEvents() {
   std::size_t n = 0;
   for (OomEvent& e : sensors_->takeOomEvents()) {
     ++n;
-    double when = e.wall_time_ns > 0 ? static_cast<double>(e.wall_time_ns) / 1e9 : unixNow();
-    for (const OomVictim& v : e.victims) {
-      if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
-      auto [cgroup, role] = resolveVictim(v);
-      exporter_.recordOomKill(cgroup.empty() ? "unknown" : cgroup, role, v.comm, when);
-    }
-    spdlog::warn("{}", describeOom(e));
-    journalOom(e);
-    budgetOnOom(e);
-    // A global OOM on a big host dumps every task: keep the largest, say how many there were.
-    constexpr std::size_t kTasksKept = 256;
-    nlohmann::json j = toJson(e);
-    j["tasks_total"] = e.tasks.size();
-    if (e.tasks.size() > kTasksKept) {
-      auto& tasks = j["tasks"];
-      std::sort(tasks.begin(), tasks.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-        return a["rss_bytes"].get<std::uint64_t>() > b["rss_bytes"].get<std::uint64_t>();
-      });
-      tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(kTasksKept), tasks.end());
-    }
-    std::lock_guard lock(mu_);
-    ooms_.push_back(dumpJson(j));
-    ++ooms_total_;
-    while (ooms_.size() > cfg_.recent_ooms) ooms_.pop_front();
+    handleOom(e);
   }
   // Exits feed the budget controller; the agent only keeps the rings drained.
   (void)sensors_->takeExitEvents();

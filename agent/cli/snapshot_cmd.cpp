@@ -38,12 +38,18 @@ std::string describeOom(const OomEvent& e) {
                              formatBytes(v.pgtables.value_or(0)));
     }
     if (v.kill_skipped) victims += " (already exiting: no kill sent)";
+    if (v.inferred) victims += " (inferred: gone from the cgroup)";
   }
   std::string domain = e.global ? "the whole machine" : e.domain_cgroup.value_or("?");
   if (e.domain_limit_bytes)
     domain += fmt::format(" (limit {}, usage {})", formatBytes(*e.domain_limit_bytes),
                           formatBytes(e.domain_usage_bytes.value_or(0)));
-  std::string sources = e.from_bpf && e.from_kmsg ? "bpf+kmsg" : e.from_bpf ? "bpf" : "kmsg";
+  if (e.from_counter) {
+    if (victims.empty()) victims = "victim not known";
+    domain = fmt::format("not known (the OOM-kill counter of {} rose by {})", e.counter_cgroup.empty() ? "?" : e.counter_cgroup,
+                         e.counted_kills);
+  }
+  std::string sources = e.from_bpf && e.from_kmsg ? "bpf+kmsg" : e.from_bpf ? "bpf" : e.from_kmsg ? "kmsg" : "counter";
   return fmt::format("OOM kill: {} | OOM domain {} | trigger pid {} ({}) | {} [{}]", victims, domain, e.trigger_pid,
                      printable(e.trigger_comm), e.constraint.empty() ? "constraint unknown" : e.constraint, sources);
 }

@@ -66,6 +66,7 @@ std::string oomRecordCgroup(const OomEvent& e, const Snapshot* last) {
     }
   }
   if (!victim && !e.trigger_cgroup.empty()) victim = normaliseCgroupPath(e.trigger_cgroup);
+  if (!victim && !e.counter_cgroup.empty()) victim = normaliseCgroupPath(e.counter_cgroup);
   std::string named = domain ? *domain : victim.value_or("");
   if (last == nullptr || named.empty() || last->findCgroup(named) != nullptr) return named;
   // The domain was not sampled: the victim's cgroup, or its nearest sampled ancestor that is

@@ -558,6 +558,8 @@ Section killedSection(const json& rec) {
                       bytesText(bytesAt(v, "total_vm_bytes")), adj ? std::to_string(*adj) : "-"});
     if (flagAt(v, "kill_skipped"))
       notes.push_back(fmt::format("{} was already exiting: the kernel marked it but sent no SIGKILL", who(k)));
+    if (flagAt(v, "inferred"))
+      notes.push_back(fmt::format("{} is inferred, not named by the kernel: it left the cgroup whose OOM-kill counter rose", who(k)));
   }
   if (t.rows.empty()) s.blocks.emplace_back(std::string("not known: the record names no victim"));
   else s.blocks.emplace_back(std::move(t));
@@ -567,6 +569,13 @@ Section killedSection(const json& rec) {
   std::vector<std::string> told;
   if (flagAt(src, "bpf")) told.emplace_back("the BPF tracepoint oom:mark_victim");
   if (flagAt(src, "kmsg")) told.emplace_back("the kernel's OOM report in /dev/kmsg");
+  if (flagAt(src, "counter")) {
+    const json& c = objectAt(ev, "counter");
+    auto kills = intAt(c, "kills");
+    const json* cgroup = field(c, "cgroup");
+    told.push_back(fmt::format("the OOM-kill counter of {} (+{}; no BPF or /dev/kmsg to name the victim)",
+                               cgroup != nullptr && cgroup->is_string() ? cgroup->get<std::string>() : "?", kills.value_or(0)));
+  }
   if (!told.empty()) s.blocks.emplace_back("told by " + joinList(told));
   auto rs = intAt(ev, "reap_start_ns");
   auto rf = intAt(ev, "reap_finish_ns");

@@ -235,7 +235,8 @@ json toJson(const OomEvent& e) {
                        {"shmem_rss_bytes", opt(v.shmem_rss)},
                        {"pgtables_bytes", opt(v.pgtables)},
                        {"swap_bytes", opt(v.swap)},
-                       {"kill_skipped", v.kill_skipped}});
+                       {"kill_skipped", v.kill_skipped},
+                       {"inferred", v.inferred}});
   }
   json tasks = json::array();
   for (const OomTaskDumpEntry& t : e.tasks) {
@@ -264,7 +265,8 @@ json toJson(const OomEvent& e) {
             {"limit_bytes", opt(e.domain_limit_bytes)},
             {"usage_bytes", opt(e.domain_usage_bytes)}}},
           {"tasks", tasks},
-          {"sources", {{"bpf", e.from_bpf}, {"kmsg", e.from_kmsg}}},
+          {"sources", {{"bpf", e.from_bpf}, {"kmsg", e.from_kmsg}, {"counter", e.from_counter}}},
+          {"counter", e.from_counter ? json{{"cgroup", e.counter_cgroup}, {"kills", e.counted_kills}} : json(nullptr)},
           {"reap_start_ns", opt(e.reap_start_ns)},
           {"reap_finish_ns", opt(e.reap_finish_ns)}};
 }

@@ -31,6 +31,11 @@ struct OomEvent {
   std::optional<std::uint64_t> domain_limit_bytes, domain_usage_bytes;  // "memory: usage .., limit .."
   std::vector<OomTaskDumpEntry> tasks;  // who held what at the kill
   bool from_bpf = false, from_kmsg = false;
+  // Without BPF or /dev/kmsg: a cgroup's OOM-kill counter rose by counted_kills between two
+  // samples (memory.events.local / memory.oom_control). The domain is then unknown.
+  bool from_counter = false;
+  std::string counter_cgroup;
+  std::uint64_t counted_kills = 0;
   std::optional<std::int64_t> reap_start_ns, reap_finish_ns;
 
   const OomVictim* victim(pid_t tgid) const;

@@ -35,6 +35,9 @@ struct OomVictim {
   std::optional<std::uint64_t> total_vm, anon_rss, file_rss, shmem_rss, pgtables, swap;
   // The kernel marked it but sent no SIGKILL: it was already exiting.
   bool kill_skipped = false;
+  // Not named by the kernel: taken for the victim because it left a cgroup whose OOM-kill
+  // counter rose (the counters are the only source; see OomCounterWatch).
+  bool inferred = false;
 };
 
 }  // namespace headroom

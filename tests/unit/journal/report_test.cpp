@@ -477,6 +477,19 @@ TEST(Report, PartialRecordsRenderWithNotKnownNotes) {
   EXPECT_TRUE(contains(r, "not known: the record lists no sensors")) << r;
 }
 
+// Hand-made: a record from the counters only (an unprivileged container's agent).
+TEST(Report, ACounterOnlyKillSaysItsSourceAndThatTheVictimIsInferred) {
+  RecordBuilder b;
+  b.victim(42, "cuzk", "/").domain("/", std::nullopt, std::nullopt);
+  json rec = b.build();
+  rec["event"]["victims"][0]["inferred"] = true;
+  rec["event"]["sources"] = {{"bpf", false}, {"kmsg", false}, {"counter", true}};
+  rec["event"]["counter"] = {{"cgroup", "/"}, {"kills", 1}};
+  std::string killed = section(renderReport(rec), "KILLED");
+  EXPECT_TRUE(contains(killed, "is inferred, not named by the kernel")) << killed;
+  EXPECT_TRUE(contains(killed, "told by the OOM-kill counter of / (+1; no BPF or /dev/kmsg to name the victim)")) << killed;
+}
+
 TEST(Report, WrongTypesAndGarbageNeverThrow) {
   std::vector<json> odd = {
       json(),
