@@ -48,6 +48,23 @@ else
 fi
 [ -n "$own" ] || die "this shell is in no memory cgroup"
 own=${own%/}
+# cgroup v2 gives children a controller only from a parent without processes of its own: where
+# this shell's cgroup holds processes (a container's, a CI runner's), they move to a leaf below
+# it first, as the test sandbox does (tests/testing/cgroup_sandbox.cpp).
+delegate_memory() {
+  local dir=$mount_dir$own leaf=$mount_dir$own/headroom-test-leaf
+  grep -qw memory "$dir/cgroup.subtree_control" && return 0
+  echo +memory > "$dir/cgroup.subtree_control" 2>/dev/null && return 0
+  mkdir -p "$leaf"
+  for _ in $(seq 100); do
+    local pids
+    pids=$(cat "$dir/cgroup.procs")
+    [ -z "$pids" ] && break
+    for p in $pids; do echo "$p" > "$leaf/cgroup.procs" 2>/dev/null || true; done
+  done
+  echo +memory > "$dir/cgroup.subtree_control" || die "cannot give the memory controller to cgroups below $own"
+}
+[ "$mount_dir" = /sys/fs/cgroup ] && delegate_memory
 demo="$own/headroom-demo-$$"          # paths inside the hierarchy, as headroom names cgroups
 prover_cg="$demo/prover"
 neighbour_cg="$demo/curio"
