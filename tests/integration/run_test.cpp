@@ -328,19 +328,21 @@ TEST(Run, TheReclaimWaitFollowsUsageAndIsBounded) {
     }
   };
   {
-    // The prover's child holds 48 MiB for 3 s from its start and outlives the OOM-killed
+    // The prover's child holds 48 MiB for 6 s from its start and outlives the OOM-killed
     // prover: the wait lasts until it lets go, not a fixed time.
     TempDir tmp;
     // Only the wait after the first kill is measured here; whether a later attempt fits depends
     // on what the samples caught of a prover that dies within a second.
     auto r = runCommand(runArgs(*sb, tmp, {"--max-retries", "1"},
-                                {"--leave-child", "48MiB:3000", "--pool", "48MiB", "--sparse", "8GiB"}));
+                                {"--leave-child", "48MiB:6000", "--pool", "48MiB", "--sparse", "8GiB"}));
     ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 137) << r.err;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(reclaimed ([\d.]+) s after the prover ended \(([\d.]+) s of waiting\))")))
         << r.err;
+    // It waited for the child's 48 MiB (the prover dies well within the child's 6 s), and the
+    // wait ended when the child let go, not at the (60 s) timeout.
     EXPECT_GT(std::stod(m[2]), 0.3) << "it waited for the child's 48 MiB: " << r.err;
-    EXPECT_LT(std::stod(m[1]), 5.0) << r.err;
+    EXPECT_EQ(r.err.find("did not fall back"), std::string::npos) << r.err;
   }
   clearLeftovers();
   {

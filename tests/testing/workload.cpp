@@ -18,6 +18,8 @@
 //                        slow the machine)
 //   --grow-after-ready N MS  after "ready", grow by N bytes, 1 MiB every MS milliseconds (a busy
 //                        neighbour that keeps allocating while something else measures)
+//   --grow-on-line       with --grow-after-ready: the growth starts when a line arrives on stdin
+//                        (once something else is ready to watch it, however slow the machine)
 //   --threads N BYTES    N threads each touch BYTES of fresh anonymous memory and exit, before
 //                        "ready" (faults of threads that are gone)
 //   --touch-per-line N   after "ready", each line read from stdin touches N more fresh bytes and
@@ -116,6 +118,7 @@ void writeFile(const char* path, std::size_t n) {
 int main(int argc, char** argv) {
   bool exit_after_ready = false;
   std::size_t grow_bytes = 0, grow_ms = 0, touch_per_line = 0, spawn_hold = 0;
+  bool grow_on_line = false;
   int exit_code = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -235,6 +238,8 @@ int main(int argc, char** argv) {
       need(2);
       grow_bytes = size(argv[++i]);
       grow_ms = size(argv[++i]);
+    } else if (a == "--grow-on-line") {
+      grow_on_line = true;
     } else if (a == "--threads") {
       need(2);
       std::size_t n = size(argv[++i]);
@@ -258,7 +263,7 @@ int main(int argc, char** argv) {
   std::printf("ready %d\n", static_cast<int>(::getpid()));
   std::fflush(stdout);
   if (exit_after_ready) return exit_code;
-  if (grow_bytes > 0) {
+  auto grow = [grow_bytes, grow_ms] {
     std::thread([grow_bytes, grow_ms] {
       auto* p = static_cast<char*>(mapAnon(grow_bytes, true));
       for (std::size_t off = 0; off < grow_bytes; off += 1u << 20) {
@@ -266,9 +271,14 @@ int main(int argc, char** argv) {
         ::usleep(static_cast<useconds_t>(grow_ms * 1000));
       }
     }).detach();
-  }
+  };
+  if (grow_bytes > 0 && !grow_on_line) grow();
   char c;
   while (::read(STDIN_FILENO, &c, 1) > 0) {
+    if (c == '\n' && grow_bytes > 0 && grow_on_line) {
+      grow();
+      grow_on_line = false;
+    }
     if (c == '\n' && touch_per_line > 0) {
       touch(mapAnon(touch_per_line, true), touch_per_line, kPage);
       std::printf("touched\n");
