@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
 #include <set>
 
 #include "events.h"
@@ -71,6 +72,19 @@ std::string commOf(const char (&c)[HR_COMM_LEN]) { return std::string(c, strnlen
 // CAP_DAC_READ_SEARCH (systemd User= + AmbientCapabilities=) would be told that /sys/kernel/tracing
 // (mode 0700) or a prover's binary does not exist although it can open them.
 bool canAccess(const char* path, int mode) { return ::faccessat(AT_FDCWD, path, mode, AT_EACCESS) == 0; }
+
+// A tracepoint program attaches through perf_event_open. Debian's kernels (and Android's) add a
+// level 3 to kernel.perf_event_paranoid, their default, at which the kernel opens perf events
+// for CAP_SYS_ADMIN only: CAP_PERFMON is refused (seen on Debian 12's 6.1 and 13's 6.12).
+std::string perfEventHint(int err) {
+  if (err != EACCES && err != EPERM) return "";
+  std::ifstream f("/proc/sys/kernel/perf_event_paranoid");
+  int level = 0;
+  if (!(f >> level) || level < 3) return "";
+  return fmt::format(" (kernel.perf_event_paranoid is {}: this kernel opens tracepoint events for CAP_SYS_ADMIN only; "
+                     "set it to 2, or grant CAP_SYS_ADMIN)",
+                     level);
+}
 
 // The kernel's own BTF. Given to libbpf as the CO-RE target so that it never searches the kernel
 // modules' BTF: libbpf 1.1 (Debian 12) walks them with BPF_BTF_GET_NEXT_ID, which needs
@@ -531,7 +545,9 @@ void Sensors::Impl::startBpf() {
       if (prog == nullptr || !bpf_program__autoload(prog)) continue;
       bpf_link* l = bpf_program__attach(prog);
       if (l == nullptr) {
-        failure = fmt::format("attaching {}: {}", p, std::strerror(errno));
+        int err = errno;
+        failure = fmt::format("attaching {}: {}{}", p, std::strerror(err),
+                              bpf_program__type(prog) == BPF_PROG_TYPE_TRACEPOINT ? perfEventHint(err) : "");
         break;
       }
       links.emplace_back(l);
