@@ -164,24 +164,41 @@ def memory_layout() -> str:
 
 
 class Podman:
+    """A real podman container whose root file system is this machine's own /."""
     name = "podman"
+
+    def __init__(self):
+        # crun cannot pivot_root into the root it runs in: / bound again elsewhere is a root of
+        # its own (with everything mounted below it).
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="headroom-ctr-root-", dir="/run"))
+        subprocess.run(["mount", "--rbind", "/", str(self.root)], check=True)
+        subprocess.run(["mount", "--make-rslave", str(self.root)], check=True)
+
+    def close(self):
+        subprocess.run(["umount", "-R", "-l", str(self.root)], check=False)
+        self.root.rmdir()
 
     def run(self, scenario: str) -> subprocess.CompletedProcess:
         env = {k: os.environ[k] for k in ("HEADROOM_BINARY", "HEADROOM_TEST_PROVER", "HEADROOM_WORKLOAD")}
         # No systemd and no journald in the guests, and their /var is a tmpfs, which overlay
-        # cannot sit on: cgroupfs, a file for events, vfs for the (unused) image store.
+        # cannot sit on: cgroupfs, a file for events, vfs for the (unused) image store. Every
+        # option comes before --rootfs PATH: what follows the path is the command.
         argv = ["podman", "--cgroup-manager", "cgroupfs", "--events-backend", "file", "--storage-driver", "vfs",
-                "run", "--rm", "--rootfs", "/", "--memory", str(LIMIT), "--memory-swap", str(LIMIT),
-                "--cgroupns", "private", "--network", "none", "--pid", "private", "--workdir", "/tmp"]
+                "run", "--rm", "--memory", str(LIMIT), "--memory-swap", str(LIMIT), "--cgroupns", "private",
+                "--network", "none", "--pid", "private", "--workdir", "/tmp"]
         for k, v in env.items():
             argv += ["--env", f"{k}={v}"]
-        argv += ["/usr/bin/python3", str(pathlib.Path(__file__).resolve()), "--inside", scenario]
+        argv += ["--rootfs", str(self.root), "/usr/bin/python3", str(pathlib.Path(__file__).resolve()), "--inside",
+                 scenario]
         return subprocess.run(argv, capture_output=True, text=True, timeout=600)
 
 
 class HandBuilt:
     """The same properties without a container runtime, for a host podman does not start on."""
     name = "hand-built (unshare, setpriv)"
+
+    def close(self):
+        pass
 
     def __init__(self):
         own = kitlib.own_memory_cgroup()
@@ -284,71 +301,74 @@ def main() -> int:
     print(f"container: {rt.name}, memory cgroup layout {memory_layout()}, limit {LIMIT // MiB} MiB", flush=True)
     wanted = sys.argv[1:] or SCENARIOS
 
-    if "snapshot" in wanted and (res := result_of(rt, "snapshot")):
-        check_unprivileged("snapshot", res)
-        if check(res["rc"] == 0, f"snapshot: headroom snapshot failed: {res['stderr']}"):
-            snap = res["snapshot"]
-            root = next((c for c in snap["cgroups"] if c["memory"]["path"] == "/"), None)
-            if check(root is not None, f"snapshot: no cgroup / (the container's own) among {[c['memory']['path'] for c in snap['cgroups']]}"):
-                check(root["memory"]["limit_bytes"] == LIMIT, f"snapshot: / has limit {root['memory']['limit_bytes']}, not {LIMIT}")
-                check(root["tightest_bound"]["name"] == "/" and root["tightest_bound"]["limit_bytes"] == LIMIT,
-                      f"snapshot: the bound is {root['tightest_bound']}, not the container's limit")
-            s = sensors_of(snap["sensors"])
-            for name in ("oom", "exits", "faults", "rss"):
-                check(s[name]["state"] == "degraded" and "CAP_BPF" in s[name]["reason"],
-                      f"snapshot: sensor {name} is {s[name]}, not degraded for want of CAP_BPF")
-            check(s["kmsg"]["state"] == "degraded" and "/dev/kmsg" in s["kmsg"]["reason"],
-                  f"snapshot: sensor kmsg is {s['kmsg']}, not degraded for want of /dev/kmsg")
-            check(snap["processes"], "snapshot: no processes")
+    try:
+        if "snapshot" in wanted and (res := result_of(rt, "snapshot")):
+            check_unprivileged("snapshot", res)
+            if check(res["rc"] == 0, f"snapshot: headroom snapshot failed: {res['stderr']}"):
+                snap = res["snapshot"]
+                root = next((c for c in snap["cgroups"] if c["memory"]["path"] == "/"), None)
+                if check(root is not None, f"snapshot: no cgroup / (the container's own) among {[c['memory']['path'] for c in snap['cgroups']]}"):
+                    check(root["memory"]["limit_bytes"] == LIMIT, f"snapshot: / has limit {root['memory']['limit_bytes']}, not {LIMIT}")
+                    check(root["tightest_bound"]["name"] == "/" and root["tightest_bound"]["limit_bytes"] == LIMIT,
+                          f"snapshot: the bound is {root['tightest_bound']}, not the container's limit")
+                s = sensors_of(snap["sensors"])
+                for name in ("oom", "exits", "faults", "rss"):
+                    check(s[name]["state"] == "degraded" and "CAP_BPF" in s[name]["reason"],
+                          f"snapshot: sensor {name} is {s[name]}, not degraded for want of CAP_BPF")
+                check(s["kmsg"]["state"] == "degraded" and "/dev/kmsg" in s["kmsg"]["reason"],
+                      f"snapshot: sensor kmsg is {s['kmsg']}, not degraded for want of /dev/kmsg")
+                check(snap["processes"], "snapshot: no processes")
 
-    if "retry" in wanted and (res := result_of(rt, "retry")):
-        check_unprivileged("retry", res)
-        err = res["stderr"]
-        check(res["rc"] == 0, f"retry: headroom run exited {res['rc']}: {err}")
-        evidence = next((l for l in err.splitlines() if "OOM evidence from:" in l), "")
-        check("oom_kill counter" in evidence and "mark_victim" not in evidence and "kmsg" not in evidence,
-              f"retry: the OOM evidence should be the counter alone: {evidence!r}")
-        attempts = [l for l in err.splitlines() if " -> " in l and "attempt " in l]
-        check(len(attempts) >= 2 and "oom_killed" in attempts[0] and "counter" in attempts[0],
-              f"retry: the first attempt's kill is not confirmed by the counter: {attempts}")
-        check(attempts and "exited(0)" in attempts[-1], f"retry: the last attempt did not succeed: {attempts}")
-        check(res.get("state", {}).get("oom_kills", 0) >= 1, f"retry: the state file counts no kill: {res.get('state')}")
+        if "retry" in wanted and (res := result_of(rt, "retry")):
+            check_unprivileged("retry", res)
+            err = res["stderr"]
+            check(res["rc"] == 0, f"retry: headroom run exited {res['rc']}: {err}")
+            evidence = next((l for l in err.splitlines() if "OOM evidence from:" in l), "")
+            check("oom_kill counter" in evidence and "mark_victim" not in evidence and "kmsg" not in evidence,
+                  f"retry: the OOM evidence should be the counter alone: {evidence!r}")
+            attempts = [l for l in err.splitlines() if " -> " in l and "attempt " in l]
+            check(len(attempts) >= 2 and "oom_killed" in attempts[0] and "counter" in attempts[0],
+                  f"retry: the first attempt's kill is not confirmed by the counter: {attempts}")
+            check(attempts and "exited(0)" in attempts[-1], f"retry: the last attempt did not succeed: {attempts}")
+            check(res.get("state", {}).get("oom_kills", 0) >= 1, f"retry: the state file counts no kill: {res.get('state')}")
 
-    if "kill9" in wanted and (res := result_of(rt, "kill9")):
-        check_unprivileged("kill9", res)
-        err = res["stderr"]
-        check(res["rc"] == 137, f"kill9: headroom run exited {res['rc']}, not the prover's 137: {err}")
-        check("not an OOM kill" in err, f"kill9: a SIGKILL was not told apart from an OOM kill: {err}")
-        check(err.count(" starts: pid ") == 1, f"kill9: it was retried: {err}")
-        check(res.get("state", {}).get("oom_kills", 0) == 0, f"kill9: counted as an OOM kill: {res.get('state')}")
+        if "kill9" in wanted and (res := result_of(rt, "kill9")):
+            check_unprivileged("kill9", res)
+            err = res["stderr"]
+            check(res["rc"] == 137, f"kill9: headroom run exited {res['rc']}, not the prover's 137: {err}")
+            check("not an OOM kill" in err, f"kill9: a SIGKILL was not told apart from an OOM kill: {err}")
+            check(err.count(" starts: pid ") == 1, f"kill9: it was retried: {err}")
+            check(res.get("state", {}).get("oom_kills", 0) == 0, f"kill9: counted as an OOM kill: {res.get('state')}")
 
-    if "sidecar" in wanted and (res := result_of(rt, "sidecar")):
-        check_unprivileged("sidecar", res)
-        log = res["agent_log"]
-        check(res["prover_status"] in (-9, 137), f"sidecar: the prover was not killed: status {res['prover_status']}")
-        ooms = (res.get("ooms") or {}).get("events") or []
-        if check(ooms, f"sidecar: /v1/ooms lists no kill; agent log:\n{log}"):
-            check(ooms[0]["sources"].get("counter"), f"sidecar: the kill's source is not the cgroup's counter: {ooms[0]['sources']}")
-            victims = ooms[0].get("victims") or []
-            check(victims and victims[0]["comm"] == "headroom-worklo" and victims[0]["inferred"],
-                  f"sidecar: the victim is not the prover, inferred: {victims}")
-        for metric in ("headroom_oom_kills_total{", "headroom_cgroup_oom_kills_total{"):
-            check(any(l.startswith(metric) and not l.rstrip().endswith(" 0") for l in res["metrics"].splitlines()),
-                  f"sidecar: {metric[:-1]} did not count it")
-        if check(res["report_rc"] == 0 and isinstance(res["report"], dict), f"sidecar: no journal record: {res['report']}"):
-            ev = res["report"].get("event") or {}
-            check((ev.get("sources") or {}).get("counter"), f"sidecar: the journal's record is not the counter's: {ev}")
-        check(sum("counted from the cgroups' OOM-kill counters" in l for l in log.splitlines()) == 1,
-              "sidecar: the agent did not say once that OOM kills come from the counters only")
-        for name in ("oom", "kmsg"):
-            said = [l for l in log.splitlines() if f"sensor {name} degraded" in l]
-            check(len(said) == 1, f"sidecar: sensor {name}'s degradation said {len(said)} times in the log, not once")
-        hz = res.get("healthz_after") or {}
-        hs = sensors_of(hz.get("sensors", []))
-        check(hs.get("oom", {}).get("state") == "degraded" and hs.get("kmsg", {}).get("state") == "degraded",
-              f"sidecar: /healthz does not say the degraded sensors: {hz}")
-        check(res["agent_rc"] == 0, f"sidecar: the agent exited {res['agent_rc']}")
+        if "sidecar" in wanted and (res := result_of(rt, "sidecar")):
+            check_unprivileged("sidecar", res)
+            log = res["agent_log"]
+            check(res["prover_status"] in (-9, 137), f"sidecar: the prover was not killed: status {res['prover_status']}")
+            ooms = (res.get("ooms") or {}).get("events") or []
+            if check(ooms, f"sidecar: /v1/ooms lists no kill; agent log:\n{log}"):
+                check(ooms[0]["sources"].get("counter"), f"sidecar: the kill's source is not the cgroup's counter: {ooms[0]['sources']}")
+                victims = ooms[0].get("victims") or []
+                check(victims and victims[0]["comm"] == "headroom-worklo" and victims[0]["inferred"],
+                      f"sidecar: the victim is not the prover, inferred: {victims}")
+            for metric in ("headroom_oom_kills_total{", "headroom_cgroup_oom_kills_total{"):
+                check(any(l.startswith(metric) and not l.rstrip().endswith(" 0") for l in res["metrics"].splitlines()),
+                      f"sidecar: {metric[:-1]} did not count it")
+            if check(res["report_rc"] == 0 and isinstance(res["report"], dict), f"sidecar: no journal record: {res['report']}"):
+                ev = res["report"].get("event") or {}
+                check((ev.get("sources") or {}).get("counter"), f"sidecar: the journal's record is not the counter's: {ev}")
+            check(sum("counted from the cgroups' OOM-kill counters" in l for l in log.splitlines()) == 1,
+                  "sidecar: the agent did not say once that OOM kills come from the counters only")
+            for name in ("oom", "kmsg"):
+                said = [l for l in log.splitlines() if f"sensor {name} degraded" in l]
+                check(len(said) == 1, f"sidecar: sensor {name}'s degradation said {len(said)} times in the log, not once")
+            hz = res.get("healthz_after") or {}
+            hs = sensors_of(hz.get("sensors", []))
+            check(hs.get("oom", {}).get("state") == "degraded" and hs.get("kmsg", {}).get("state") == "degraded",
+                  f"sidecar: /healthz does not say the degraded sensors: {hz}")
+            check(res["agent_rc"] == 0, f"sidecar: the agent exited {res['agent_rc']}")
 
+    finally:
+        rt.close()
     print(f"container: {len(failures)} failure(s)")
     return 1 if failures else 0
 
