@@ -121,7 +121,7 @@ void writeAll(int fd, const std::string& s) {
   }
 }
 
-// Commands, one per line: "A <bytes>" allocate and touch; "R" release everything.
+// Commands, one per line: "A <bytes>" allocate and touch; "R" release everything; "W" warm up.
 [[noreturn]] void childMain(int in, int out, TouchMode mode, unsigned threads) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the parent that watches the bounds
   ::prctl(PR_SET_NAME, "headroom-probe");
@@ -144,6 +144,18 @@ void writeAll(int fd, const std::string& s) {
         for (auto [p, len] : chunks) ::syscall(SYS_munmap, p, len);
         chunks.clear();
         writeAll(out, "RELEASED\n");
+        continue;
+      }
+      if (cmd == "W") {
+        // Warm up: every path a chunk takes (the touch threads, the replies), on a page a thread
+        // that is given back, so that the child's own footprint is in place before the baseline.
+        const std::size_t warm = std::max(1u, threads) * kPage;  // a page for each thread
+        void* p = rawMmap(warm);
+        if (p != MAP_FAILED) {
+          (void)touchRange(static_cast<char*>(p), warm, mode, threads, populate_ok);
+          ::syscall(SYS_munmap, p, warm);
+        }
+        writeAll(out, fmt::format("WARM {}\n", monoNs()));
         continue;
       }
       std::size_t bytes = std::strtoull(cmd.c_str() + 2, nullptr, 10);
@@ -444,9 +456,26 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   if (auto st = fs.openDir(fmt::format("/proc/{}", child->pid())); st) (void)st->writeFile("oom_score_adj", "1000");
   if (sub) {
     if (auto st = sub->addProcess(child->pid()); !st) return st.error().wrap("moving the probe child into its cgroup");
-  } else if (auto dir = h.open(target); dir) {
-    (void)dir->writeFile("cgroup.procs", std::to_string(child->pid()));
+  } else {
+    // Placed, or no probe at all: a child left in the caller's cgroup would measure another one.
+    auto dir = h.open(target);
+    if (!dir) return dir.error().wrap(fmt::format("opening {} for the probe child", target));
+    if (auto st = dir->writeFile("cgroup.procs", std::to_string(child->pid())); !st)
+      return st.error().wrap(fmt::format("moving the probe child into {}", target));
   }
+
+  // The baseline once the child is in place and warm: its own footprint (a forked process's
+  // copied pages, its threads' stacks; a huge page for a few bytes with THP "always") is the
+  // probe's, not overhead that the prover would pay.
+  child->send("W");
+  if (auto w = child->reply(std::chrono::minutes(1)); !w || w->rfind("WARM", 0) != 0)
+    return makeError(EIO, "the probe child did not answer its warm-up");
+  if (auto warm = detail::readProbeBounds(fs, h, target)) {
+    *first = std::move(*warm);
+    res.bound = *tightest(*first);
+    res.usage_before_bytes = first->usage;
+  }
+  if (auto raw = collector.collect(co)) before = buildSnapshot(std::move(*raw), RoleMatcher());
 
   ProbeReading last = *first;
   std::uint64_t peak = res.usage_before_bytes;
