@@ -60,8 +60,9 @@ TEST(KmsgOom, Linux618MemcgV1Live) {
   EXPECT_EQ(r.tasks[0].name, "headroom-worklo");
 }
 
-TEST(KmsgOom, Linux515OlderTaskDumpAndCommsWithSpaces) {
-  auto reports = parseKmsgOomReports(fixture("linux-5.15-memcg-v2.txt"));
+// Hand-made in the shape of Ubuntu 22.04's 5.15 (no such kernel in the matrix to capture from).
+TEST(KmsgOom, HandMade515OlderTaskDumpAndCommsWithSpaces) {
+  auto reports = parseKmsgOomReports(fixture("handmade-linux-5.15-memcg-v2.txt"));
   ASSERT_EQ(reports.size(), 1u);
   const KernelOomReport& r = reports[0];
   EXPECT_EQ(r.trigger_pid.value(), 4321);
@@ -77,8 +78,9 @@ TEST(KmsgOom, Linux515OlderTaskDumpAndCommsWithSpaces) {
   EXPECT_EQ(r.tasks[2].swap_bytes, 12u * 4096);
 }
 
-TEST(KmsgOom, Linux61GlobalOom) {
-  auto reports = parseKmsgOomReports(fixture("linux-6.1-global.txt"));
+// Hand-made: a systemd session's victim, a two-task dump (the real 6.1 capture below has others).
+TEST(KmsgOom, HandMadeGlobalOomInASession) {
+  auto reports = parseKmsgOomReports(fixture("handmade-linux-6.1-global.txt"));
   ASSERT_EQ(reports.size(), 1u);
   const KernelOomReport& r = reports[0];
   EXPECT_TRUE(r.global_oom);
@@ -91,8 +93,9 @@ TEST(KmsgOom, Linux61GlobalOom) {
   EXPECT_EQ(r.tasks.size(), 2u);
 }
 
-TEST(KmsgOom, Linux68OomGroupKillsSeveral) {
-  auto reports = parseKmsgOomReports(fixture("linux-6.8-memcg-v2-oom-group.txt"));
+// Hand-made in the shape of Ubuntu 24.04's 6.8, shmem in the victims' figures.
+TEST(KmsgOom, HandMade68OomGroupKillsSeveral) {
+  auto reports = parseKmsgOomReports(fixture("handmade-linux-6.8-memcg-v2-oom-group.txt"));
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[0].victim.pid, 9001);
   EXPECT_FALSE(reports[0].oom_group);
