@@ -369,5 +369,53 @@ TEST(Collector, RealHybridSnapshot) {
   }
 }
 
+// Real captures from the kernel matrix's guests (make capture-fixtures, PROVENANCE in each):
+// cgroup v2 in the systemd/Kubernetes layout, pid 1 in /init.scope, the workload (64 MiB anon,
+// 16 MiB shmem, 1 GiB sparse) in a 512 MiB cgroup inside the pod's container, the pod and the
+// kubepods slice limited above it (3/4 and 7/8 of the guest's memory).
+void expectRealV2Kubepods(const std::string& tree) {
+  SCOPED_TRACE(tree);
+  auto fs = FsRoot::open(testing::fixturePath(tree));
+  ASSERT_TRUE(fs);
+  auto c = Collector::create(*fs);
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_EQ(c->mounts().mode(), CgroupMode::kV2);
+  auto raw = c->collect({});
+  ASSERT_TRUE(raw) << raw.error().describe();
+  ASSERT_EQ(raw->processes.size(), 3u);
+  auto snap = buildSnapshot(std::move(*raw), RoleMatcher());
+  const ProcessSnapshot* init = snap->findProcess(1);
+  ASSERT_NE(init, nullptr);
+  EXPECT_EQ(init->sample.memory_cgroup, "/init.scope");
+  const ProcessSnapshot* work = nullptr;
+  for (const auto& p : snap->processes)
+    if (p.sample.comm == "headroom-worklo") work = &p;
+  ASSERT_NE(work, nullptr);
+  EXPECT_NEAR(static_cast<double>(work->sample.status.rss_anon), 64.0 * (1 << 20), 4.0 * (1 << 20));
+  EXPECT_GE(work->sample.status.vm_pte, 1u << 20) << "1 GiB touched once per 2 MiB: page tables";
+  const CgroupSnapshot* cg = snap->findCgroup(work->sample.memory_cgroup);
+  ASSERT_NE(cg, nullptr);
+  EXPECT_EQ(cg->memory.limit.value(), 512u << 20);
+  ASSERT_TRUE(cg->tightest.has_value());
+  EXPECT_EQ(cg->tightest->name, work->sample.memory_cgroup) << "its own 512 MiB is the tightest";
+  // Every limited ancestor is a bound: the pod's slice and the kubepods slice, then the host.
+  std::vector<std::string> names;
+  for (const Bound& b : cg->bounds) names.push_back(b.name);
+  ASSERT_GE(names.size(), 4u);
+  EXPECT_EQ(names.back(), "host");
+  EXPECT_NE(std::find(names.begin(), names.end(), "/kubepods.slice"), names.end());
+  EXPECT_EQ(std::count_if(names.begin(), names.end(),
+                          [](const std::string& n) { return n.substr(n.rfind('/') + 1).rfind("kubepods-burstable-pod", 0) == 0; }),
+            1)
+      << "the pod's slice";
+  // The usage is the kernel's (memory.current), and its parts add up to it.
+  std::uint64_t parts = 0;
+  for (const Part& p : cg->attribution.parts) parts += p.bytes;
+  EXPECT_NEAR(static_cast<double>(parts), static_cast<double>(cg->memory.usage), 2.0 * (1 << 20));
+}
+
+TEST(Collector, RealV2KubepodsOnLinux61) { expectRealV2Kubepods("v2-6.1-kubepods"); }
+TEST(Collector, RealV2KubepodsOnLinux612) { expectRealV2Kubepods("v2-6.12-kubepods"); }
+
 }  // namespace
 }  // namespace headroom
