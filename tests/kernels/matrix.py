@@ -114,7 +114,8 @@ def run_guest(tree: vm.KernelTree, initrd: pathlib.Path, layout: str, suite: str
     write_plan(results, layout, steps)
     budget = sum(s.timeout + 15 for s in steps) + 120  # the steps' own limits, boot and shutdown
     vm.log(f"{label}: booting {tree.package} {tree.version} ({len(steps)} steps, at most {budget} s)")
-    r = vm.boot(tree, initrd, results, HERE / "guest.sh", memory_mib=memory, cpus=cpus, timeout_s=budget, echo=echo)
+    r = vm.boot(tree, initrd, results, HERE / "guest.sh", memory_mib=memory, cpus=cpus, timeout_s=budget, echo=echo,
+                keep=[SOURCE, build, out])
     boot = "ok" if r.powered_off else ("timed out" if r.timed_out else "crashed")
     done = read_steps(results)
     if boot == "ok" and len(done) < len(steps):

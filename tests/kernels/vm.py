@@ -208,13 +208,33 @@ class BootResult:
     console: pathlib.Path
 
 
+def hidden_by_tmpfs(paths: list) -> list:
+    """Of these host paths, those under /tmp, /run or /var (where the guest lays a tmpfs), the
+    outermost of each nest: init binds them back over the tmpfs."""
+    under = sorted({pathlib.Path(p).resolve() for p in paths
+                    if pathlib.Path(p).resolve().parts[1:2] in (("tmp",), ("run",), ("var",))}, key=lambda p: len(p.parts))
+    out = []
+    for p in under:
+        if not any(p == q or q in p.parents for q in out):
+            out.append(p)
+    return out
+
+
 def boot(tree: KernelTree, initrd: pathlib.Path, results: pathlib.Path, guest_script: pathlib.Path,
-         memory_mib: int, cpus: int, timeout_s: float, append: str = "", echo: bool = False) -> BootResult:
-    """Boots the guest; its console goes to results/console.log (and to stderr with echo)."""
+         memory_mib: int, cpus: int, timeout_s: float, append: str = "", echo: bool = False,
+         keep: list = ()) -> BootResult:
+    """Boots the guest; its console goes to results/console.log (and to stderr with echo). keep:
+    host paths the run needs (the source and build trees), kept visible where the guest's tmpfs
+    over /tmp, /run or /var would hide them."""
     results.mkdir(parents=True, exist_ok=True)
     console = results / "console.log"
+    kept = hidden_by_tmpfs([*keep, guest_script])
+    for p in [*kept, results, guest_script]:
+        if any(c in str(p) for c in " ,\t\n"):
+            raise RuntimeError(f"{p}: a path with a space or comma cannot go on the guest's kernel command line")
     cmdline = (f"console=ttyS0 panic=-1 quiet mitigations=off headroom.results={results} "
-               f"headroom.guest={guest_script} {append}").strip()
+               f"headroom.guest={guest_script} " + (f"headroom.keep={','.join(map(str, kept))} " if kept else "")
+               + append).strip()
     cmd = ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", str(cpus),
            "-m", f"{memory_mib}M", "-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot",
            "-kernel", str(tree.vmlinuz), "-initrd", str(initrd), "-append", cmdline,
