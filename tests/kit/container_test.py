@@ -125,7 +125,16 @@ def inside(scenario: str) -> dict:
                     break
                 time.sleep(0.25)
             out["ooms"] = ooms
-            out["metrics"] = http(url + "/metrics")[1]
+            # The metrics follow at the end of the sample that found the kill: wait for them.
+            end = time.monotonic() + 30
+            while True:
+                out["metrics"] = http(url + "/metrics")[1]
+                counted = [l for l in out["metrics"].splitlines()
+                           if l.startswith(("headroom_oom_kills_total{", "headroom_cgroup_oom_kills_total{"))
+                           and not l.rstrip().endswith(" 0")]
+                if len({l.split("{")[0] for l in counted}) == 2 or time.monotonic() > end:
+                    break
+                time.sleep(0.25)
             out["healthz_after"] = json.loads(http(url + "/healthz")[1] or "null")
             rep = subprocess.run([binary, "report", "--journal", str(tmp / "oom.hrj"), "--json"], capture_output=True,
                                  text=True, timeout=60)
