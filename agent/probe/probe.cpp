@@ -430,9 +430,6 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   CollectOptions co;
   co.cgroups = {target};
   co.read_smaps = false;
-  auto before_raw = collector.collect(co);
-  if (!before_raw) return before_raw.error();
-  auto before = buildSnapshot(std::move(*before_raw), RoleMatcher());
 
   // Where the child runs: a sub-cgroup with a hard limit just under the room, so that an
   // overshoot can only ever kill the probe; else the target itself, as the OOM killer's
@@ -475,7 +472,9 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     res.bound = *tightest(*first);
     res.usage_before_bytes = first->usage;
   }
-  if (auto raw = collector.collect(co)) before = buildSnapshot(std::move(*raw), RoleMatcher());
+  auto before_raw = collector.collect(co);
+  if (!before_raw) return before_raw.error();
+  auto before = buildSnapshot(std::move(*before_raw), RoleMatcher());
 
   ProbeReading last = *first;
   std::uint64_t peak = res.usage_before_bytes;
