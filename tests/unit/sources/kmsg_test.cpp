@@ -115,14 +115,20 @@ constexpr const char* kPod =
     "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0c1f6c1e_5b7d_4c1a_9f2e_6a8b8d3c4e21.slice/"
     "cri-containerd-4f7d1c2b9a8e6d5c3b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c.scope";
 
-void expectMemcgV2(const std::string& file, bool rss_parts) {
-  SCOPED_TRACE(file);
+// The capture's one report, and whether it is a memcg or a global OOM as expected.
+void expectOneReport(const std::string& file, bool global, KernelOomReport& r) {
   auto reports = parseKmsgOomReports(fixture(file));
   ASSERT_EQ(reports.size(), 1u);
-  const KernelOomReport& r = reports[0];
-  EXPECT_TRUE(r.memcg_report);
-  EXPECT_FALSE(r.global_oom);
-  EXPECT_EQ(r.constraint, "CONSTRAINT_MEMCG");
+  r = reports[0];
+  EXPECT_EQ(r.global_oom, global);
+  EXPECT_EQ(r.memcg_report, !global);
+  EXPECT_EQ(r.constraint, global ? "CONSTRAINT_NONE" : "CONSTRAINT_MEMCG");
+}
+
+void expectMemcgV2(const std::string& file, bool rss_parts) {
+  SCOPED_TRACE(file);
+  KernelOomReport r;
+  ASSERT_NO_FATAL_FAILURE(expectOneReport(file, false, r));
   EXPECT_EQ(r.trigger_comm, "headroom-worklo");
   EXPECT_EQ(r.memcg_limit_bytes.value(), 64u << 20) << "the capture's 64 MiB cgroup";
   EXPECT_EQ(r.memcg_usage_bytes.value(), 64u << 20);
@@ -168,12 +174,8 @@ TEST(KmsgOom, Linux612OomGroupKillsTheGroup) { expectOomGroup("linux-6.12-memcg-
 
 void expectGlobal(const std::string& file) {
   SCOPED_TRACE(file);
-  auto reports = parseKmsgOomReports(fixture(file));
-  ASSERT_EQ(reports.size(), 1u);
-  const KernelOomReport& r = reports[0];
-  EXPECT_TRUE(r.global_oom);
-  EXPECT_FALSE(r.memcg_report);
-  EXPECT_EQ(r.constraint, "CONSTRAINT_NONE");
+  KernelOomReport r;
+  ASSERT_NO_FATAL_FAILURE(expectOneReport(file, true, r));
   EXPECT_FALSE(r.oom_memcg.has_value());
   EXPECT_FALSE(r.memcg_limit_bytes.has_value());
   EXPECT_EQ(r.task_memcg.value().rfind("/capture-global-oom-", 0), 0u) << *r.task_memcg;
