@@ -5,8 +5,8 @@
 
 #include <iostream>
 
-#include "agent/cli/commands.h"
-#include "headroom/config.h"
+#include "headroom/cli/commands.h"
+#include "headroom/config/config.h"
 #include "headroom/version.h"
 
 namespace {

@@ -28,17 +28,17 @@
 #include <set>
 #include <utility>
 
-#include "agent/cli/commands.h"
-#include "headroom/controller.h"
-#include "headroom/exporter.h"
-#include "headroom/http_server.h"
-#include "headroom/journal.h"
-#include "headroom/oom_counter.h"
-#include "headroom/parse.h"
-#include "headroom/self_report.h"
-#include "headroom/sensors.h"
-#include "headroom/snapshot_json.h"
-#include "headroom/units.h"
+#include "headroom/cli/commands.h"
+#include "headroom/controller/controller.h"
+#include "headroom/exporter/exporter.h"
+#include "headroom/exporter/http.h"
+#include "headroom/journal/journal.h"
+#include "headroom/model/oom_counter.h"
+#include "headroom/sources/parse.h"
+#include "headroom/sources/self_report.h"
+#include "headroom/sensors/sensors.h"
+#include "headroom/model/snapshot_json.h"
+#include "headroom/util/units.h"
 #include "headroom/version.h"
 
 namespace headroom::cli {
@@ -841,9 +841,9 @@ void Agent::sample() {
       else spdlog::warn("updating the BPF cgroup filter: {}", st.error().describe());
     }
   }
-  fillFromSensors(fs_, *raw, *sensors_);
+  SensorReadings readings = sensors_->readings(raw->processes);
   addBudgetCgroup(*raw);
-  auto snap = buildSnapshot(std::move(*raw), roles_);
+  auto snap = buildSnapshot(std::move(*raw), roles_, std::move(readings));
   readSelfReport();
   std::map<std::string, std::uint64_t> self_by_cgroup;
   if (std::string bc = budgetCgroup(); !bc.empty() && self_reported_) self_by_cgroup[bc] = *self_reported_;

@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "agent/cli/commands.h"
-#include "headroom/cgroup.h"
-#include "headroom/controller.h"
-#include "headroom/exporter.h"
-#include "headroom/http_server.h"
-#include "headroom/snapshot_json.h"
-#include "headroom/units.h"
+#include "headroom/cli/commands.h"
+#include "headroom/sources/cgroup.h"
+#include "headroom/controller/controller.h"
+#include "headroom/exporter/exporter.h"
+#include "headroom/exporter/http.h"
+#include "headroom/model/snapshot_json.h"
+#include "headroom/util/units.h"
 
 namespace headroom::cli {
 namespace {

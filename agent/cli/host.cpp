@@ -1,6 +1,6 @@
 // What every subcommand opens first: the root it reads /proc and /sys under, and the
 // collector over the memory hierarchy found there.
-#include "agent/cli/commands.h"
+#include "headroom/cli/commands.h"
 
 namespace headroom::cli {
 

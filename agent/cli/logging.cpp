@@ -8,8 +8,8 @@
 
 #include <chrono>
 
-#include "agent/cli/commands.h"
-#include "headroom/snapshot_json.h"
+#include "headroom/cli/commands.h"
+#include "headroom/model/snapshot_json.h"
 
 namespace headroom::cli {
 namespace {

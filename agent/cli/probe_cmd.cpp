@@ -3,10 +3,10 @@
 
 #include <ostream>
 
-#include "agent/cli/commands.h"
-#include "headroom/probe.h"
-#include "headroom/snapshot_json.h"
-#include "headroom/units.h"
+#include "headroom/cli/commands.h"
+#include "headroom/probe/probe.h"
+#include "headroom/model/snapshot_json.h"
+#include "headroom/util/units.h"
 
 namespace headroom::cli {
 

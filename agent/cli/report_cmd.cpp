@@ -12,10 +12,10 @@
 #include <ctime>
 #include <ostream>
 
-#include "agent/cli/commands.h"
-#include "headroom/journal.h"
-#include "headroom/report.h"
-#include "headroom/snapshot_json.h"
+#include "headroom/cli/commands.h"
+#include "headroom/journal/journal.h"
+#include "headroom/journal/report.h"
+#include "headroom/model/snapshot_json.h"
 
 namespace headroom::cli {
 namespace {

@@ -21,11 +21,11 @@
 #include <set>
 #include <thread>
 
-#include "agent/cli/commands.h"
-#include "headroom/controller.h"
-#include "headroom/probe.h"
-#include "headroom/self_report.h"
-#include "headroom/units.h"
+#include "headroom/cli/commands.h"
+#include "headroom/controller/controller.h"
+#include "headroom/probe/probe.h"
+#include "headroom/sources/self_report.h"
+#include "headroom/util/units.h"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -260,8 +260,8 @@ Result<std::shared_ptr<const Snapshot>> Supervisor::sample(const std::set<pid_t>
   co.read_smaps = false;  // smaps_rollup walks every page of a large prover: too slow to do 4 times a second
   auto raw = host_->collector->collect(co);
   if (!raw) return unexpected(raw.error());
-  fillFromSensors(*host_->fs, *raw, *sensors_);
-  auto snap = buildSnapshot(std::move(*raw), RoleMatcher{});
+  SensorReadings readings = sensors_->readings(raw->processes);
+  auto snap = buildSnapshot(std::move(*raw), RoleMatcher{}, std::move(readings));
   TreeFigures f;
   for (const ProcessSnapshot& p : snap->processes) {
     if (!tree.count(p.sample.pid)) continue;

@@ -4,11 +4,11 @@
 #include <csignal>
 #include <ostream>
 
-#include "agent/cli/commands.h"
-#include "headroom/collector.h"
-#include "headroom/sensors.h"
-#include "headroom/snapshot_json.h"
-#include "headroom/units.h"
+#include "headroom/cli/commands.h"
+#include "headroom/sources/collector.h"
+#include "headroom/sensors/sensors.h"
+#include "headroom/model/snapshot_json.h"
+#include "headroom/util/units.h"
 
 namespace headroom::cli {
 namespace {
@@ -16,59 +16,7 @@ namespace {
 std::atomic<bool> g_stop{false};
 void onStopSignal(int) { g_stop = true; }
 
-// A comm is whatever the process named itself: no control character reaches a log line.
-std::string printable(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  }
-  return out;
-}
-
 }  // namespace
-
-std::string describeOom(const OomEvent& e) {
-  std::string victims;
-  for (const OomVictim& v : e.victims) {
-    if (!victims.empty()) victims += "; ";
-    victims += fmt::format("pid {} ({}) in {}", v.tgid != 0 ? v.tgid : v.pid, printable(v.comm), v.cgroup.empty() ? "?" : v.cgroup);
-    if (v.anon_rss) {
-      victims += fmt::format(" anon {} file {} shmem {} pgtables {}", formatBytes(*v.anon_rss),
-                             formatBytes(v.file_rss.value_or(0)), formatBytes(v.shmem_rss.value_or(0)),
-                             formatBytes(v.pgtables.value_or(0)));
-    }
-    if (v.kill_skipped) victims += " (already exiting: no kill sent)";
-    if (v.inferred) victims += " (inferred: gone from the cgroup)";
-  }
-  std::string domain = e.global ? "the whole machine" : e.domain_cgroup.value_or("?");
-  if (e.domain_limit_bytes)
-    domain += fmt::format(" (limit {}, usage {})", formatBytes(*e.domain_limit_bytes),
-                          formatBytes(e.domain_usage_bytes.value_or(0)));
-  if (e.from_counter) {
-    if (victims.empty()) victims = "victim not known";
-    domain = fmt::format("not known (the OOM-kill counter of {} rose by {})", e.counter_cgroup.empty() ? "?" : e.counter_cgroup,
-                         e.counted_kills);
-  }
-  std::string sources = e.from_bpf && e.from_kmsg ? "bpf+kmsg" : e.from_bpf ? "bpf" : e.from_kmsg ? "kmsg" : "counter";
-  return fmt::format("OOM kill: {} | OOM domain {} | trigger pid {} ({}) | {} [{}]", victims, domain, e.trigger_pid,
-                     printable(e.trigger_comm), e.constraint.empty() ? "constraint unknown" : e.constraint, sources);
-}
-
-void fillFromSensors(const FsRoot& fs, RawSample& raw, const Sensors& sensors) {
-  raw.sensors = sensors.status();
-  for (const ProcessSample& p : raw.processes) {
-    if (auto a = sensors.activity(p.pid)) raw.activity[p.pid] = *a;
-    auto g = sensors.gpu(p.pid);
-    if (!g) continue;
-    raw.gpu[p.pid] = *g;
-    if (g->pinned_live == 0) continue;
-    // Where the pinned pages live decides whether they are already in the visible sum.
-    auto smaps = fs.readFile(fmt::format("/proc/{}/smaps", p.pid));
-    if (!smaps) continue;
-    if (auto inside = pinnedInsideRss(parseSmapsVmas(*smaps), sensors.pinnedAddresses(p.pid)))
-      raw.pinned_inside_rss[p.pid] = *inside;
-  }
-}
 
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err) {
   std::vector<RoleRule> rules;
@@ -146,8 +94,8 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   std::vector<pid_t> pids;
   for (const ProcessSample& p : raw->processes) pids.push_back(p.pid);
   sensors->discoverCuda(pids);
-  fillFromSensors(*fs, *raw, *sensors);
-  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)));
+  auto readings = sensors->readings(raw->processes);
+  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)), std::move(readings));
   if (opts.json) {
     out << dumpJson(toJson(*snap), 2) << "\n";
   } else {

@@ -3,8 +3,8 @@
 #include <ctime>
 #include <map>
 
-#include "agent/cli/commands.h"
-#include "headroom/units.h"
+#include "headroom/cli/commands.h"
+#include "headroom/util/units.h"
 
 namespace headroom::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "headroom/config.h"
+#include "headroom/config/config.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,18 +16,18 @@
 #include <tuple>
 #include <utility>
 
-#include "headroom/cgroup.h"
-#include "headroom/fs_root.h"
-#include "headroom/parse.h"
-#include "headroom/self_report.h"
-#include "headroom/units.h"
+#include "headroom/sources/cgroup.h"
+#include "headroom/sources/fs_root.h"
+#include "headroom/sources/parse.h"
+#include "headroom/sources/self_report.h"
+#include "headroom/util/text.h"
+#include "headroom/util/units.h"
 
 namespace headroom {
 
 namespace {
 
 constexpr std::string_view kDurationHint = R"((use e.g. "5s", "500ms", "1m"))";
-constexpr std::string_view kListenHint = R"((use ADDR:PORT, e.g. "127.0.0.1:9464", "0.0.0.0:9464", "[::1]:9464"))";
 constexpr std::uint64_t kMaxCount = 1ULL << 24;
 constexpr std::uint64_t kMinRingBytes = 4096;
 constexpr std::uint64_t kMaxRingBytes = 1ULL << 30;
@@ -38,35 +38,14 @@ constexpr double kMaxDurationMs = 1e15;
 
 bool isDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 bool isAlpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
-bool isAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 
-// A TOML basic string: "a \"b\"\n".
-std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-          out += fmt::format("\\u{:04X}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        else
-          out.push_back(c);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
 
 // A flag's value as the user typed it, quoted only where it would otherwise be invisible.
 std::string flagText(std::string_view s) {
   bool plain = !s.empty() && std::none_of(s.begin(), s.end(), [](char c) {
     return std::isspace(static_cast<unsigned char>(c)) != 0 || c == '"' || static_cast<unsigned char>(c) < 0x20;
   });
-  return plain ? std::string(s) : quote(s);
+  return plain ? std::string(s) : quotedText(s);
 }
 
 std::string joined(const std::vector<std::string>& items, std::string_view sep = ", ") {
@@ -80,7 +59,7 @@ std::string joined(const std::vector<std::string>& items, std::string_view sep =
 
 // A TOML value as it would be written in the file, for error messages.
 std::string render(const toml::node& node) {
-  if (const auto* s = node.as_string()) return quote(s->get());
+  if (const auto* s = node.as_string()) return quotedText(s->get());
   if (const auto* i = node.as_integer()) return fmt::format("{}", i->get());
   if (const auto* f = node.as_floating_point()) {
     std::string t = fmt::format("{}", f->get());
@@ -259,51 +238,6 @@ Result<std::chrono::milliseconds> durationOf(const Given& g) {
   return *d;
 }
 
-bool validHostName(std::string_view h) {
-  if (h.empty() || h.size() > 253 || h.front() == '-' || h.front() == '.' || h.back() == '-') return false;
-  return std::all_of(h.begin(), h.end(), [](char c) { return isAlnum(c) || c == '-' || c == '.'; });
-}
-
-// The reason alone, as durationFromText.
-Result<ListenAddress> listenFromText(std::string_view text) {
-  std::string_view t = trim(text);
-  if (t.empty()) return makeError(0, fmt::format("empty {}", kListenHint));
-  ListenAddress out;
-  std::string_view port;
-  if (t.front() == '[') {
-    auto close = t.find(']');
-    if (close == std::string_view::npos) return makeError(0, fmt::format("no closing ] {}", kListenHint));
-    std::string host(t.substr(1, close - 1));
-    in6_addr a6{};
-    if (::inet_pton(AF_INET6, host.c_str(), &a6) != 1)
-      return makeError(0, fmt::format("\"{}\" is not an IPv6 address {}", host, kListenHint));
-    std::string_view rest = t.substr(close + 1);
-    if (rest.empty() || rest.front() != ':') return makeError(0, fmt::format("no port {}", kListenHint));
-    out.host = std::move(host);
-    port = rest.substr(1);
-  } else {
-    auto colon = t.rfind(':');
-    if (colon == std::string_view::npos) return makeError(0, fmt::format("no port {}", kListenHint));
-    std::string host(t.substr(0, colon));
-    if (host.find(':') != std::string::npos)
-      return makeError(0, fmt::format("an IPv6 address must be in brackets {}", kListenHint));
-    if (host.empty())
-      return makeError(0, R"(no address (use ADDR:PORT; "0.0.0.0:9464" listens on every address))");
-    bool numeric = std::all_of(host.begin(), host.end(), [](char c) { return isDigit(c) || c == '.'; });
-    in_addr a4{};
-    if (numeric ? ::inet_pton(AF_INET, host.c_str(), &a4) != 1 : !validHostName(host))
-      return makeError(0, fmt::format("\"{}\" is not an IP address or host name {}", host, kListenHint));
-    out.host = std::move(host);
-    port = t.substr(colon + 1);
-  }
-  if (port.empty()) return makeError(0, fmt::format("no port {}", kListenHint));
-  auto p = parseU64(port);
-  if (!p || !std::all_of(port.begin(), port.end(), isDigit) || *p > 65535)
-    return makeError(0, fmt::format("port \"{}\" is not a number from 0 to 65535", port));
-  out.port = static_cast<std::uint16_t>(*p);
-  return out;
-}
-
 Result<std::string> absolutePathOf(const Given& g) {
   constexpr std::string_view kAllowed = R"(must be an absolute path (e.g. "/usr/lib/x86_64-linux-gnu/libcuda.so.1"))";
   auto s = stringOf(g, kAllowed);
@@ -464,9 +398,9 @@ std::vector<KeySpec> makeSpecs() {
   std::vector<KeySpec> k;
   k.push_back(scalar("listen", "string", "address of the HTTP endpoint (/metrics), ADDR:PORT",
                      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
-                       auto s = stringOf(v.front(), fmt::format("must be a string {}", kListenHint));
+                       auto s = stringOf(v.front(), fmt::format("must be a string {}", kListenAddressHint));
                        if (!s) return s.error();
-                       auto a = listenFromText(*s);
+                       auto a = listenAddressFromText(*s);
                        if (!a) return v.front().fail(a.error().message);
                        c.listen = std::move(*a);
                        return ok();
@@ -857,15 +791,6 @@ Status applyNode(AgentConfig& cfg, const KeySpec& spec, const toml::node& node, 
 
 }  // namespace
 
-std::string ListenAddress::text() const {
-  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
-  return fmt::format("{}:{}", host, port);
-}
-
-Result<ListenAddress> parseListenAddress(std::string_view text) {
-  return listenFromText(text).wrap(fmt::format("listen address {}", quote(text)));
-}
-
 const char* toString(LogFormat f) {
   switch (f) {
     case LogFormat::kText: return "text";
@@ -875,7 +800,7 @@ const char* toString(LogFormat f) {
 }
 
 Result<std::chrono::milliseconds> parseDuration(std::string_view text) {
-  return durationFromText(text).wrap(fmt::format("duration {}", quote(text)));
+  return durationFromText(text).wrap(fmt::format("duration {}", quotedText(text)));
 }
 
 const std::vector<ConfigKey>& configKeys() {
@@ -889,15 +814,15 @@ const std::vector<ConfigKey>& configKeys() {
 
 Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
   using Get = std::function<std::string(const AgentConfig&)>;
-  auto str = [](auto field) -> Get { return [field](const AgentConfig& c) { return quote(field(c)); }; };
+  auto str = [](auto field) -> Get { return [field](const AgentConfig& c) { return quotedText(field(c)); }; };
   auto boolean = [](auto field) -> Get { return [field](const AgentConfig& c) { return std::string(field(c) ? "true" : "false"); }; };
   auto plain = [](auto field) -> Get { return [field](const AgentConfig& c) { return fmt::format("{}", field(c)); }; };
-  auto size = [](auto field) -> Get { return [field](const AgentConfig& c) { return quote(sizeText(field(c))); }; };
-  auto duration = [](auto field) -> Get { return [field](const AgentConfig& c) { return quote(durationText(field(c))); }; };
+  auto size = [](auto field) -> Get { return [field](const AgentConfig& c) { return quotedText(sizeText(field(c))); }; };
+  auto duration = [](auto field) -> Get { return [field](const AgentConfig& c) { return quotedText(durationText(field(c))); }; };
   auto list = [](auto field) -> Get {
     return [field](const AgentConfig& c) {
       std::vector<std::string> items;
-      for (const std::string& s : field(c)) items.push_back(quote(s));
+      for (const std::string& s : field(c)) items.push_back(quotedText(s));
       return fmt::format("[{}]", joined(items));
     };
   };

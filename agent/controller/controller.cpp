@@ -1,6 +1,6 @@
 // The budget controller's state machine (pure): the budget from the tightest bound, the margin
 // policy, generations, and the state file's text.
-#include "headroom/controller.h"
+#include "headroom/controller/controller.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "headroom/units.h"
+#include "headroom/util/units.h"
 
 namespace headroom {
 namespace {

@@ -2,7 +2,7 @@
 // neighbours under each bound, and the prover cgroup's invisible overhead.
 #include <fmt/format.h>
 
-#include "headroom/controller.h"
+#include "headroom/controller/controller.h"
 
 namespace headroom {
 namespace {

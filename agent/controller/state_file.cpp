@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <fmt/format.h>
 
-#include "headroom/controller.h"
-#include "headroom/files.h"
+#include "headroom/controller/controller.h"
+#include "headroom/util/files.h"
 
 namespace headroom {
 

@@ -1,4 +1,4 @@
-#include "headroom/exporter.h"
+#include "headroom/exporter/exporter.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>

@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 #include <set>
 
-#include "headroom/journal.h"
-#include "headroom/files.h"
-#include "headroom/snapshot_json.h"
+#include "headroom/journal/journal.h"
+#include "headroom/util/files.h"
+#include "headroom/model/snapshot_json.h"
 
 namespace headroom {
 namespace {

@@ -2,9 +2,9 @@
 // the budget in force and the flight recorder. Pure: no I/O, no clock.
 #include <map>
 
-#include "headroom/cgroup.h"
-#include "headroom/journal.h"
-#include "headroom/snapshot_json.h"
+#include "headroom/sources/cgroup.h"
+#include "headroom/journal/journal.h"
+#include "headroom/model/snapshot_json.h"
 
 namespace headroom {
 namespace {

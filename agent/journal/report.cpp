@@ -1,4 +1,4 @@
-#include "headroom/report.h"
+#include "headroom/journal/report.h"
 
 #include <fmt/format.h>
 
@@ -13,9 +13,9 @@
 #include <set>
 #include <variant>
 
-#include "headroom/parse.h"
-#include "headroom/snapshot.h"
-#include "headroom/units.h"
+#include "headroom/sources/parse.h"
+#include "headroom/model/snapshot.h"
+#include "headroom/util/units.h"
 
 namespace headroom {
 namespace {

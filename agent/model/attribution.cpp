@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "headroom/snapshot.h"
+#include "headroom/model/snapshot.h"
 
 namespace headroom {
 

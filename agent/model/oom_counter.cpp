@@ -1,4 +1,4 @@
-#include "headroom/oom_counter.h"
+#include "headroom/model/oom_counter.h"
 
 #include <algorithm>
 

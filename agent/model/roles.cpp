@@ -1,8 +1,8 @@
-#include "headroom/roles.h"
+#include "headroom/model/roles.h"
 
 #include <fmt/format.h>
 
-#include "headroom/cgroup.h"
+#include "headroom/sources/cgroup.h"
 
 namespace headroom {
 

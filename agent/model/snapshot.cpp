@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "headroom/snapshot.h"
+#include "headroom/model/snapshot.h"
 
 namespace headroom {
 
@@ -83,7 +83,7 @@ std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
   return lru > busy ? lru - busy : 0;
 }
 
-std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles) {
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors) {
   auto snap = std::make_shared<Snapshot>();
   snap->wall_time_ns = raw.wall_time_ns;
   snap->monotonic_time_ns = raw.monotonic_time_ns;
@@ -95,7 +95,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   snap->self_pid = raw.self_pid;
   snap->focus_pid = raw.focus_pid;
   snap->stats = std::move(raw.stats);
-  snap->sensors = std::move(raw.sensors);
+  snap->sensors = std::move(sensors.status);
 
   // Each process is attributed to the deepest watched cgroup that holds it.
   std::vector<std::string> watched;
@@ -114,16 +114,16 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     ps.role = roles.match(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
     ps.cgroup = deepestWatched(p.memory_cgroup);
     ps.attribution = visibleOf(p);
-    if (auto it = raw.activity.find(p.pid); it != raw.activity.end()) ps.activity = it->second;
-    if (auto it = raw.gpu.find(p.pid); it != raw.gpu.end()) {
+    if (auto it = sensors.activity.find(p.pid); it != sensors.activity.end()) ps.activity = it->second;
+    if (auto it = sensors.gpu.find(p.pid); it != sensors.gpu.end()) {
       const GpuMemory& g = it->second;
       PinnedOverlay pin;
       pin.live_bytes = g.pinned_live;
       pin.peak_bytes = g.pinned_peak;
       pin.allocations = g.pinned_allocs;
       pin.source = "uprobes on the CUDA API";
-      auto res = raw.pinned_inside_rss.find(p.pid);
-      pin.residency = res == raw.pinned_inside_rss.end() ? PinnedOverlay::Residency::kUnknown
+      auto res = sensors.pinned_inside_rss.find(p.pid);
+      pin.residency = res == sensors.pinned_inside_rss.end() ? PinnedOverlay::Residency::kUnknown
                       : res->second                       ? PinnedOverlay::Residency::kInsideRss
                                                           : PinnedOverlay::Residency::kOutsideRss;
       ps.attribution.pinned = pin;

@@ -1,4 +1,4 @@
-#include "headroom/snapshot_json.h"
+#include "headroom/model/snapshot_json.h"
 
 namespace headroom {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "headroom/probe.h"
-#include "headroom/units.h"
+#include "headroom/probe/probe.h"
+#include "headroom/util/units.h"
 
 namespace headroom {
 namespace {

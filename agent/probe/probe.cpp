@@ -20,9 +20,9 @@
 #include <thread>
 #include <utility>
 
-#include "headroom/parse.h"
-#include "headroom/probe.h"
-#include "headroom/units.h"
+#include "headroom/sources/parse.h"
+#include "headroom/probe/probe.h"
+#include "headroom/util/units.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it

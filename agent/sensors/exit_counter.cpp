@@ -5,7 +5,7 @@
 
 #include "exitcount.skel.h"
 #include "events.h"
-#include "headroom/sensors.h"
+#include "headroom/sensors/sensors.h"
 
 namespace headroom {
 

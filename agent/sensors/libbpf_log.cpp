@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "headroom/sensors.h"
+#include "headroom/sensors/sensors.h"
 
 namespace headroom {
 namespace {

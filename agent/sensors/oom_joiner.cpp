@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "headroom/kmsg.h"
-#include "headroom/oom.h"
+#include "headroom/sources/kmsg.h"
+#include "headroom/sensors/oom_event.h"
 
 namespace headroom {
 namespace {

@@ -1,4 +1,4 @@
-#include "headroom/sensors.h"
+#include "headroom/sensors/sensors.h"
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -23,9 +23,9 @@
 
 #include "events.h"
 #include "headroom.skel.h"
-#include "headroom/kmsg.h"
-#include "headroom/parse.h"
-#include "headroom/procfs.h"
+#include "headroom/sources/kmsg.h"
+#include "headroom/sources/parse.h"
+#include "headroom/sources/procfs.h"
 
 namespace headroom {
 
@@ -800,6 +800,23 @@ SensorCounters Sensors::counters() const {
   c.events = m.events;
   c.last_oom_mark_latency_ns = m.last_mark_latency_ns;
   return c;
+}
+
+SensorReadings Sensors::readings(const std::vector<ProcessSample>& processes) const {
+  SensorReadings r;
+  r.status = status();
+  for (const ProcessSample& p : processes) {
+    if (auto a = activity(p.pid)) r.activity[p.pid] = *a;
+    auto g = gpu(p.pid);
+    if (!g) continue;
+    r.gpu[p.pid] = *g;
+    if (g->pinned_live == 0) continue;
+    // Where the pinned pages live decides whether they are already in the visible sum.
+    auto smaps = impl_->fs->readFile(fmt::format("/proc/{}/smaps", p.pid));
+    if (!smaps) continue;
+    if (auto inside = pinnedInsideRss(parseSmapsVmas(*smaps), pinnedAddresses(p.pid))) r.pinned_inside_rss[p.pid] = *inside;
+  }
+  return r;
 }
 
 Status Sensors::trackCgroups(const std::vector<std::uint64_t>& ids) { return impl_->trackCgroupsNow(ids); }

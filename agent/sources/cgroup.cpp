@@ -1,4 +1,4 @@
-#include "headroom/cgroup.h"
+#include "headroom/sources/cgroup.h"
 
 #include <fmt/format.h>
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <mutex>
 
-#include "headroom/cgroup.h"
-#include "headroom/procfs.h"
+#include "headroom/sources/cgroup.h"
+#include "headroom/sources/procfs.h"
 
 namespace headroom {
 namespace {

@@ -1,4 +1,4 @@
-#include "headroom/collector.h"
+#include "headroom/sources/collector.h"
 
 #include <time.h>
 

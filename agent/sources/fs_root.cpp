@@ -1,4 +1,4 @@
-#include "headroom/fs_root.h"
+#include "headroom/sources/fs_root.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
-#include "headroom/kmsg.h"
+#include "headroom/sources/kmsg.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
-#include "headroom/parse.h"
+#include "headroom/sources/parse.h"
 
 namespace headroom {
 namespace {

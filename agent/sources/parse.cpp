@@ -1,54 +1,11 @@
-#include "headroom/parse.h"
+#include "headroom/sources/parse.h"
 
 #include <charconv>
 #include <fmt/format.h>
 
+#include "headroom/util/text.h"
+
 namespace headroom {
-namespace {
-
-bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-// Quotes a value for an error message, shortened so a garbage file cannot flood a log.
-std::string quote(std::string_view s) {
-  constexpr std::size_t kMax = 40;
-  if (s.size() <= kMax) return fmt::format("\"{}\"", s);
-  return fmt::format("\"{}...\"", s.substr(0, kMax));
-}
-
-template <typename T>
-Result<T> parseInteger(std::string_view text, const char* what) {
-  std::string_view t = trim(text);
-  if (t.empty()) return makeError(0, "empty value where a number was expected");
-  T v{};
-  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec == std::errc::result_out_of_range) return makeError(ERANGE, fmt::format("{} out of range: {}", what, quote(t)));
-  if (ec != std::errc() || ptr != t.data() + t.size())
-    return makeError(0, fmt::format("not {}: {}", what, quote(t)));
-  return v;
-}
-
-}  // namespace
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && isSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && isSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-Result<std::uint64_t> parseU64(std::string_view text) {
-  return parseInteger<std::uint64_t>(text, "an unsigned integer");
-}
-
-Result<std::int64_t> parseI64(std::string_view text) { return parseInteger<std::int64_t>(text, "an integer"); }
-
-Result<double> parseDouble(std::string_view text) {
-  std::string_view t = trim(text);
-  if (t.empty()) return makeError(0, "empty value where a number was expected");
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec != std::errc() || ptr != t.data() + t.size()) return makeError(0, fmt::format("not a number: {}", quote(t)));
-  return v;
-}
 
 Result<std::optional<std::uint64_t>> parseLimit(std::string_view text) {
   std::string_view t = trim(text);
@@ -99,9 +56,9 @@ std::vector<std::string_view> splitFields(std::string_view line) {
   std::vector<std::string_view> out;
   std::size_t i = 0;
   while (i < line.size()) {
-    while (i < line.size() && isSpace(line[i])) ++i;
+    while (i < line.size() && isAsciiSpace(line[i])) ++i;
     std::size_t start = i;
-    while (i < line.size() && !isSpace(line[i])) ++i;
+    while (i < line.size() && !isAsciiSpace(line[i])) ++i;
     if (i > start) out.push_back(line.substr(start, i - start));
   }
   return out;
@@ -155,7 +112,7 @@ Result<PsiLine> parsePsiFields(const std::vector<std::string_view>& fields) {
   bool seen_total = false;
   for (std::size_t i = 1; i < fields.size(); ++i) {
     auto eq = fields[i].find('=');
-    if (eq == std::string_view::npos) return makeError(0, fmt::format("PSI field without '=': {}", quote(fields[i])));
+    if (eq == std::string_view::npos) return makeError(0, fmt::format("PSI field without '=': {}", quotedExcerpt(fields[i])));
     std::string_view k = fields[i].substr(0, eq);
     std::string_view v = fields[i].substr(eq + 1);
     if (k == "total") {
@@ -190,7 +147,7 @@ Result<Psi> parsePsi(std::string_view text) {
     } else if (fields[0] == "full") {
       psi.full = *line;
     } else {
-      return makeError(0, fmt::format("unknown PSI line kind {}", quote(fields[0])));
+      return makeError(0, fmt::format("unknown PSI line kind {}", quotedExcerpt(fields[0])));
     }
   }
   if (!seen_some) return makeError(0, "PSI without a \"some\" line");

@@ -1,4 +1,4 @@
-#include "headroom/procfs.h"
+#include "headroom/sources/procfs.h"
 
 #include <unistd.h>
 

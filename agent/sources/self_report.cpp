@@ -1,5 +1,5 @@
 // The prover's self-reported memory use: the source spec and the number's extraction (pure).
-#include "headroom/self_report.h"
+#include "headroom/sources/self_report.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "headroom/units.h"
+#include "headroom/util/units.h"
 
 namespace headroom {
 namespace {

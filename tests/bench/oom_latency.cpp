@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "headroom/sensors.h"
+#include "headroom/sensors/sensors.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
 

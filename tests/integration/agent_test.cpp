@@ -24,7 +24,7 @@
 
 #include <fmt/format.h>
 
-#include "headroom/parse.h"
+#include "headroom/sources/parse.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
 #include "testing/integration.h"

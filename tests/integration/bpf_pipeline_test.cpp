@@ -7,7 +7,7 @@
 #include <csignal>
 #include <thread>
 
-#include "headroom/sensors.h"
+#include "headroom/sensors/sensors.h"
 
 namespace headroom {
 namespace {

@@ -23,8 +23,8 @@
 
 #include <fmt/format.h>
 
-#include "headroom/controller.h"
-#include "headroom/parse.h"
+#include "headroom/controller/controller.h"
+#include "headroom/sources/parse.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
 #include "testing/integration.h"

@@ -11,12 +11,12 @@
 #include <csignal>
 #include <thread>
 
-#include "headroom/collector.h"
-#include "headroom/procfs.h"
+#include "headroom/sources/collector.h"
+#include "headroom/sources/procfs.h"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "headroom/sensors.h"
+#include "headroom/sensors/sensors.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
 

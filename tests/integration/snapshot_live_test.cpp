@@ -15,8 +15,8 @@
 #include <sstream>
 #include <thread>
 
-#include "headroom/collector.h"
-#include "headroom/snapshot.h"
+#include "headroom/sources/collector.h"
+#include "headroom/model/snapshot.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
 

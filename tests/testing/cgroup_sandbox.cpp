@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "headroom/procfs.h"
+#include "headroom/sources/procfs.h"
 
 namespace headroom::testing {
 

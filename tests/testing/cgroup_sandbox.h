@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "headroom/cgroup.h"
-#include "headroom/fs_root.h"
-#include "headroom/result.h"
+#include "headroom/sources/cgroup.h"
+#include "headroom/sources/fs_root.h"
+#include "headroom/util/result.h"
 
 namespace headroom::testing {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "headroom/result.h"
+#include "headroom/util/result.h"
 
 namespace headroom::testing {
 

@@ -1,7 +1,7 @@
 #include "testing/fixture_tree.h"
 
-#include "headroom/collector.h"
-#include "headroom/roles.h"
+#include "headroom/sources/collector.h"
+#include "headroom/model/roles.h"
 
 #include <unistd.h>
 

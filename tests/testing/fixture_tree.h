@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "headroom/snapshot.h"
+#include "headroom/model/snapshot.h"
 
 #include <sys/types.h>
 
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/fs_root.h"
+#include "headroom/sources/fs_root.h"
 
 namespace headroom::testing {
 

@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "headroom/parse.h"
+#include "headroom/sources/parse.h"
 
 namespace headroom::testing {
 

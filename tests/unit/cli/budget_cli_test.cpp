@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "headroom/controller.h"
+#include "headroom/controller/controller.h"
 #include "testing/child_process.h"
 #include "testing/fixture_tree.h"
 

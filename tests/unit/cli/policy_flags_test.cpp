@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/cli/commands.h"
+#include "headroom/cli/commands.h"
 
 namespace headroom {
 namespace {

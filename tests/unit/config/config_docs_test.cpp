@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/config.h"
+#include "headroom/config/config.h"
 
 namespace headroom {
 namespace {

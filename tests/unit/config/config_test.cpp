@@ -1,4 +1,4 @@
-#include "headroom/config.h"
+#include "headroom/config/config.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -16,8 +16,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "headroom/controller.h"
-#include "headroom/units.h"
+#include "headroom/controller/controller.h"
+#include "headroom/util/units.h"
 
 namespace headroom {
 namespace {

@@ -7,10 +7,10 @@
 #include <functional>
 #include <set>
 
-#include "headroom/collector.h"
-#include "headroom/controller.h"
-#include "headroom/roles.h"
-#include "headroom/snapshot.h"
+#include "headroom/sources/collector.h"
+#include "headroom/controller/controller.h"
+#include "headroom/model/roles.h"
+#include "headroom/model/snapshot.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {
@@ -27,16 +27,17 @@ constexpr std::uint64_t kGiB = 1ULL << 30;
 // Collects the tree as it stands and builds the snapshot; `touch` may add what the sensors
 // would (GPU memory, pinned residency) before the model sees it.
 std::shared_ptr<const Snapshot> snapshotOf(const FixtureTree& t, const std::vector<std::string>& rules,
-                                           const std::function<void(RawSample&)>& touch = {}) {
+                                           const std::function<void(SensorReadings&)>& touch = {}) {
   auto fs = t.fs();
   auto c = Collector::create(fs);
   if (!c) throw std::runtime_error(c.error().describe());
   auto raw = c->collect({});
   if (!raw) throw std::runtime_error(raw.error().describe());
-  if (touch) touch(*raw);
+  SensorReadings sensors;
+  if (touch) touch(sensors);
   std::vector<RoleRule> parsed;
   for (const auto& r : rules) parsed.push_back(*parseRoleRule(r));
-  return buildSnapshot(std::move(*raw), RoleMatcher(std::move(parsed)));
+  return buildSnapshot(std::move(*raw), RoleMatcher(std::move(parsed)), std::move(sensors));
 }
 
 const BudgetBound* findBound(const BudgetInputs& in, std::string_view name, std::string_view kind) {
@@ -167,7 +168,7 @@ TEST(BudgetInputs, PinnedMemoryOutsideRssIsChargedOnce) {
   auto usageWith = [](std::optional<bool> inside) {
     FixtureTree t;
     testing::provingHostV1(t);
-    auto snap = snapshotOf(t, {"prover=comm:cuzk"}, [&](RawSample& raw) {
+    auto snap = snapshotOf(t, {"prover=comm:cuzk"}, [&](SensorReadings& raw) {
       GpuMemory g;
       g.pinned_live = 1 * kGiB;
       g.pinned_peak = 2 * kGiB;

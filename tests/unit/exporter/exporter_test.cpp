@@ -1,4 +1,4 @@
-#include "headroom/exporter.h"
+#include "headroom/exporter/exporter.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/collector.h"
-#include "headroom/snapshot.h"
+#include "headroom/sources/collector.h"
+#include "headroom/model/snapshot.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

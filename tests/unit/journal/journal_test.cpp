@@ -1,4 +1,4 @@
-#include "headroom/journal.h"
+#include "headroom/journal/journal.h"
 
 #include <fcntl.h>
 #include <signal.h>

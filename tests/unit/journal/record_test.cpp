@@ -1,4 +1,4 @@
-#include "headroom/journal.h"
+#include "headroom/journal/journal.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "headroom/snapshot_json.h"
+#include "headroom/model/snapshot_json.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

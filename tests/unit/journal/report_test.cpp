@@ -1,6 +1,6 @@
 // headroom report's rendering (report.h) on hand-built journal records (docs/journal.md): the
 // summary, the breakdown, the sparklines, the budget gap, partial records, SVG and HTML.
-#include "headroom/report.h"
+#include "headroom/journal/report.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,8 +12,8 @@
 #include <map>
 #include <regex>
 
-#include "headroom/snapshot_json.h"
-#include "headroom/units.h"
+#include "headroom/model/snapshot_json.h"
+#include "headroom/util/units.h"
 #include "testing/child_process.h"
 
 namespace headroom {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "headroom/snapshot.h"
+#include "headroom/model/snapshot.h"
 
 namespace headroom {
 namespace {

@@ -2,7 +2,7 @@
 // memory.oom_control), rises, baselines, recreated cgroups and the inferred victims.
 #include <gtest/gtest.h>
 
-#include "headroom/oom_counter.h"
+#include "headroom/model/oom_counter.h"
 
 namespace headroom {
 namespace {

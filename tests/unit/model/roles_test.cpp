@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "headroom/roles.h"
+#include "headroom/model/roles.h"
 
 namespace headroom {
 namespace {

@@ -2,7 +2,7 @@
 // stops near the bound, aborts when the kernel struggles.
 #include <gtest/gtest.h>
 
-#include "headroom/probe.h"
+#include "headroom/probe/probe.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

@@ -3,8 +3,8 @@
 
 #include <csignal>
 
-#include "headroom/kmsg.h"
-#include "headroom/oom.h"
+#include "headroom/sources/kmsg.h"
+#include "headroom/sensors/oom_event.h"
 
 namespace headroom {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "headroom/cgroup.h"
+#include "headroom/sources/cgroup.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

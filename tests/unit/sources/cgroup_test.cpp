@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "headroom/cgroup.h"
+#include "headroom/sources/cgroup.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "headroom/collector.h"
-#include "headroom/snapshot.h"
+#include "headroom/sources/collector.h"
+#include "headroom/model/snapshot.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "headroom/kmsg.h"
+#include "headroom/sources/kmsg.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

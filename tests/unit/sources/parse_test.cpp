@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "headroom/parse.h"
+#include "headroom/sources/parse.h"
 
 namespace headroom {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "headroom/procfs.h"
+#include "headroom/sources/procfs.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

@@ -1,6 +1,6 @@
 // The prover's self-reported memory use: source specs and the number taken from a file's text,
 // a JSON document or a Prometheus exposition.
-#include "headroom/self_report.h"
+#include "headroom/sources/self_report.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "headroom/units.h"
+#include "headroom/util/units.h"
 
 namespace headroom {
 namespace {

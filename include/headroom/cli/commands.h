@@ -1,0 +1,145 @@
+// The subcommands, each a plain options struct and a run function; main.cpp turns flags into
+// these structs. Run functions return the process exit code.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headroom/sources/collector.h"
+#include "headroom/config/config.h"
+#include "headroom/controller/controller.h"
+#include "headroom/sources/fs_root.h"
+#include "headroom/sensors/sensors.h"
+#include "headroom/model/snapshot.h"
+
+namespace headroom::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitAborted = 3;  // probe: pressure rose, partial results
+
+struct SnapshotOptions {
+  std::string root = "/";
+  bool json = false;
+  std::optional<std::string> cgroup;
+  std::optional<pid_t> pid;
+  std::vector<std::string> role_rules;
+  std::size_t top = 5;  // processes shown per role in the table
+  bool smaps = true;
+  bool bpf = true;  // false: /dev/kmsg and cgroup files only
+  std::vector<std::string> cuda_libraries;
+  std::vector<std::string> tracepoints;  // SENSOR=NAME overrides
+  bool watch_ooms = false;               // print OOM kills as they happen
+  std::size_t max_ooms = 0;              // stop after this many (0: never)
+  double watch_seconds = 0;              // stop after this long (0: never)
+};
+
+int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err);
+
+// The root /proc and /sys are read under, and the collector over its memory hierarchy. An
+// error (a --root that cannot be opened, no memory controller under it) is bad input.
+struct Host {
+  std::unique_ptr<FsRoot> fs;
+  std::unique_ptr<Collector> collector;  // reads through *fs
+};
+Result<Host> openHost(const std::string& root);
+
+// spdlog to stderr, as text or one JSON object per line; callable again (config reload).
+void setupLogging(LogFormat format, const std::string& level);
+
+struct AgentOptions {
+  std::string root = "/";                 // --root: where /proc and /sys are read
+  std::optional<std::string> config_path;  // --config
+  // Flags given on the command line, by config key; applied over the file at start and again
+  // at every reload, so that a flag always wins.
+  std::vector<std::pair<ConfigKey, std::vector<std::string>>> flags;
+  bool check_config = false;
+  bool log_level_given = false;  // the global --log-level, when given, wins over the config
+  std::string log_level;
+};
+
+// The config the options describe: the file (or the defaults) with the flags over it.
+Result<AgentConfig> agentConfig(const AgentOptions& opts);
+// `headroom agent`: runs until SIGTERM/SIGINT; SIGHUP reloads the config.
+int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err);
+
+struct ProbeCliOptions {
+  std::string root = "/";
+  std::string cgroup;       // "" = the caller's own
+  std::string stop_margin;  // sizes as given ("" = default)
+  std::string chunk;
+  std::string max;
+  std::string touch = "populate";
+  unsigned threads = 0;
+  std::string reclaim_timeout = "30s";
+  bool json = false;
+};
+// `headroom probe`: exit 0 done, 2 bad input, 3 aborted because pressure rose (partial results).
+int runProbeCommand(const ProbeCliOptions& opts, std::ostream& out, std::ostream& err);
+
+// The budget policy's flags, shared by `headroom run` and `headroom budget`: as given ("" =
+// the default), parsed with errors that name the flag and the value.
+struct PolicyFlags {
+  std::string margin_floor, margin_growth, margin_step, overhead_factor;
+  std::optional<unsigned> max_retries, give_back_after;
+};
+Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy base = {});
+
+struct RunOptions {
+  std::string root = "/";
+  std::string cgroup;  // where the prover runs; "" = the caller's own (created when missing)
+  PolicyFlags policy;
+  std::string reclaim_timeout = "60s";
+  std::string state_file;  // "" = defaultStatePath(cgroup)
+  bool no_state = false;   // learn nothing across runs
+  bool probe = false;      // probe the cgroup before the first attempt
+  std::string probe_stop_margin;  // "" = the probe's default
+  std::vector<std::string> budget_env;  // NAME or NAME=TEMPLATE
+  std::vector<std::string> budget_arg;  // TEMPLATE, appended to the command
+  std::string budget_file;               // written before each attempt
+  std::string budget_format = "{bytes}";  // for --budget-env NAME and --budget-file
+  std::string self_report;  // a file where the prover says how much it uses
+  bool bpf = true;
+  std::string sample_interval = "250ms";
+  std::vector<std::string> command;
+};
+// `headroom run -- CMD ARGS...`: exit status is the prover's final status (128 + signal when
+// it was killed); 2 for bad input, 1 when no budget can be given.
+int runSupervisor(const RunOptions& opts, std::ostream& out, std::ostream& err);
+
+struct BudgetCliOptions {
+  std::string root = "/";
+  std::string format = "bytes";  // bytes, gib, mib, env, json
+  std::string agent_url = "http://127.0.0.1:9464";
+  bool local = false;     // never ask the agent
+  std::string cgroup;     // local: the prover's cgroup; "" = the caller's own
+  std::vector<std::string> role_rules;  // local: who the prover is
+  PolicyFlags policy;
+  std::string state_file;  // local: "" = defaultStatePath(cgroup)
+};
+// `headroom budget`: one line, from the agent when one answers, computed locally otherwise.
+int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostream& err);
+
+struct ReportOptions {
+  std::string journal = "/var/lib/headroom/oom-journal.hrj";
+  bool list = false;
+  std::optional<std::uint64_t> id;
+  std::string since;  // "2026-12-02T14:00:00Z", "2026-12-02 14:00", a unix time, or an age ("2h", "30m")
+  bool json = false;
+  std::string svg;   // write the picture here
+  std::string html;  // write the page here
+};
+// `headroom report`: 0 shown, 1 no such record / empty journal, 2 bad input.
+int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream& err);
+
+// The human table of `headroom snapshot`.
+std::string renderSnapshotTable(const Snapshot& snap, std::size_t top_per_role);
+
+}  // namespace headroom::cli

@@ -1,0 +1,113 @@
+// The agent's configuration: one TOML file (toml++), every key also a flag. Loading validates
+// everything; an error names the key (or flag), the value and what is allowed.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headroom/controller/controller.h"
+#include "headroom/exporter/http.h"
+#include "headroom/util/result.h"
+#include "headroom/model/roles.h"
+#include "headroom/sensors/config.h"
+
+namespace headroom {
+
+enum class LogFormat { kText, kJson };
+const char* toString(LogFormat f);
+
+// [budget]: the prover's budget, recomputed every tick and served on /v1/budget.
+struct BudgetConfig {
+  // Computed when a prover role rule exists or `cgroup` is set; /v1/budget says why not otherwise.
+  bool enabled = true;
+  // The prover's memory cgroup; "": the watched cgroup the largest prover-role process is
+  // attributed to (remembered when the prover is not running, so a launch script still gets one).
+  std::string cgroup;
+  BudgetPolicy policy;     // margin_floor ... hysteresis; max_retries is `headroom run`'s alone
+  std::string state_file;  // the learned margin; "": defaultStatePath(cgroup)
+  std::string file;        // written atomically at each new generation for launch scripts; "": none
+
+  bool operator==(const BudgetConfig&) const = default;
+};
+
+// [journal]: the durable record of every OOM kill (docs/journal.md).
+struct JournalConfig {
+  bool enabled = true;
+  std::string path = "/var/lib/headroom/oom-journal.hrj";
+  std::uint64_t max_bytes = 64ULL << 20;            // beyond: rotated to <path>.1
+  std::chrono::milliseconds flight_window{60000};  // the flight recorder's last seconds per cgroup
+
+  bool operator==(const JournalConfig&) const = default;
+};
+
+// The agent's sensors by default: every one but the two on the page-fault path. `faults` and
+// `rss` run a BPF program on every fault of every process, for per-process numbers the kernel
+// already keeps (minflt/majflt, the mm's RSS counters), which the agent reads from /proc at each
+// sample for nothing; `make bench` measures what switching them on costs.
+inline SensorsConfig agentSensors() {
+  SensorsConfig s;
+  s.faults = false;
+  s.rss = false;
+  return s;
+}
+
+struct AgentConfig {
+  ListenAddress listen;
+  std::chrono::milliseconds interval{5000};  // between samples
+  // Memory cgroups to watch (paths inside the hierarchy) with their subtrees; empty: every
+  // memory cgroup that holds a process.
+  std::vector<std::string> cgroups;
+  std::vector<RoleRule> role_rules;  // parsed from "ROLE=KIND:VALUE", first match wins
+  bool smaps = true;                  // read smaps_rollup (PSS)
+  std::size_t max_processes = 20000;  // processes read per sample; beyond, counted only
+  LogFormat log_format = LogFormat::kText;
+  std::string log_level = "info";  // trace, debug, info, warn, error
+  SensorsConfig sensors = agentSensors();  // [sensors]: which sensors, CUDA paths, ring and map sizes
+  JournalConfig journal;           // [journal]
+  // [prover] self_report: where the prover says how much memory it believes it uses (a file,
+  // a JSON field at a URL, a Prometheus metric; see self_report.h); "": it says nothing.
+  std::string self_report;
+  // [metrics]: label cardinality bounds.
+  std::size_t top_processes = 10;  // per-process series per role (the rest sum into "other")
+  std::size_t max_cgroups = 256;   // per-cgroup series: the largest cgroups by usage
+  std::size_t max_series = 20000;  // hard cap on all series; beyond, dropped and counted
+  std::size_t recent_ooms = 256;   // OOM events kept for /v1/ooms
+  // [probe]: POST /v1/probe runs `headroom probe` on demand (off by default: it allocates).
+  bool probe_enabled = false;
+  std::chrono::milliseconds probe_min_interval{600000};  // at most one probe this often
+  std::string probe_cgroup;  // default target; a request may name another (?cgroup=)
+  BudgetConfig budget;
+};
+
+// One key of the configuration: its TOML name ("sensors.oom_ring_bytes"), the flag that
+// overrides it ("--sensors.oom-ring-bytes"), what it takes, and its help line.
+struct ConfigKey {
+  std::string name;
+  std::string flag;
+  std::string kind;  // "bool", "size", "duration", "count", "string", "list", "enum(a|b)"
+  std::string help;
+  bool repeatable = false;  // list keys: the flag may be given several times
+};
+const std::vector<ConfigKey>& configKeys();
+// The value of key `name` in `cfg`, written as in the TOML file: "\"5s\"", "true", "20000",
+// "[\"prover=comm:cuzk\"]"; with AgentConfig{} that is the key's default. An unknown name is an
+// error. (docs/configuration.md is checked against it.)
+Result<std::string> configValue(const AgentConfig& cfg, std::string_view name);
+
+// Parses a TOML document; `source` names it in errors ("/etc/headroom/agent.toml").
+// Unknown keys and bad values are errors naming the key, the value and what is allowed.
+Result<AgentConfig> parseAgentConfig(std::string_view toml_text, std::string_view source);
+// Reads and parses a file (an unreadable file is an error naming it).
+Result<AgentConfig> loadAgentConfig(const std::string& path);
+// Applies a flag's values over a config ("--interval", {"2s"}); list keys replace the list.
+// Errors name the flag, the value and what is allowed.
+Status applyConfigFlag(AgentConfig& cfg, const ConfigKey& key, const std::vector<std::string>& values);
+
+// "5s", "500ms", "2m", "1h", "1.5s"; a plain number is seconds.
+Result<std::chrono::milliseconds> parseDuration(std::string_view text);
+
+}  // namespace headroom

@@ -1,0 +1,126 @@
+// The Prometheus side of the agent: one fixed catalogue of metric families (name, type, labels,
+// help: the list docs/metrics.md is checked against) and the rendering of each tick's model
+// into them with prometheus-cpp, label cardinality bounded by configuration; and the budget's
+// JSON document, which the agent serves and `headroom budget` prints alike.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/controller/controller.h"
+#include "headroom/model/roles.h"
+#include "headroom/sensors/readings.h"
+#include "headroom/model/snapshot.h"
+
+namespace prometheus {
+class Registry;
+struct MetricFamily;
+}  // namespace prometheus
+
+namespace headroom {
+
+enum class MetricType { kGauge, kCounter };
+const char* toString(MetricType t);
+
+struct MetricInfo {
+  std::string name;  // "headroom_cgroup_usage_bytes"
+  MetricType type = MetricType::kGauge;
+  std::vector<std::string> labels;  // in order
+  std::string help;                 // the HELP line
+};
+// Every family the exporter can emit; nothing is emitted that is not in here.
+const std::vector<MetricInfo>& metricCatalog();
+// The catalogue's entry for a family name, or nullptr.
+const MetricInfo* findMetric(std::string_view name);
+
+struct ExporterLimits {
+  std::size_t top_processes = 10;  // per role: the largest (cgroup, comm) groups by RSS
+  std::size_t max_cgroups = 256;   // the largest cgroups by usage
+  std::size_t max_series = 20000;  // every series together
+  std::size_t max_oom_label_sets = 512;  // distinct {cgroup,role,process} in the OOM counters
+};
+
+// What the agent knows of itself, filled by the agent each tick.
+struct AgentSelf {
+  std::uint64_t rss_bytes = 0;
+  double cpu_seconds = 0;
+  double start_time_seconds = 0;        // unix time
+  double last_sample_duration_s = 0;
+  double last_sample_timestamp_s = 0;   // unix time of the last successful sample
+  std::uint64_t samples_total = 0;
+  std::uint64_t sample_failures_total = 0;
+  std::uint64_t config_reloads_total = 0;
+  std::uint64_t config_reload_failures_total = 0;
+  // The OOM journal (docs/journal.md).
+  bool journal_up = false;
+  std::uint64_t journal_records_total = 0;
+  std::uint64_t journal_write_failures_total = 0;
+  std::uint64_t journal_damaged_records_total = 0;
+  std::uint64_t journal_bytes = 0;
+  std::uint64_t self_report_failures_total = 0;
+};
+
+class Exporter {
+ public:
+  explicit Exporter(ExporterLimits limits);
+  ~Exporter();
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  // One tick: rebuilds every family from the snapshot, the sensors' counters and the agent's
+  // own figures (a fresh registry each time, so gone cgroups and processes leave no series).
+  void update(const Snapshot& snap, const SensorCounters& counters, const AgentSelf& self);
+  // One OOM kill seen by the sensors (victim's memory cgroup, role, comm; unix time). Counted
+  // for the agent's lifetime; label sets beyond the cap count under process="other".
+  void recordOomKill(const std::string& cgroup, Role role, const std::string& process, double timestamp_s);
+  void setLimits(ExporterLimits limits);  // config reload
+
+  // The latest probe of a cgroup (POST /v1/probe), shown until the agent stops; the 16 most
+  // recently probed cgroups are kept.
+  struct ProbeFigures {
+    double allocatable_bytes = 0, allocated_bytes = 0, others_growth_bytes = 0, kernel_overhead_bytes = 0;
+    double bytes_per_second = 0, duration_seconds = 0, timestamp_s = 0;
+    bool aborted = false;
+  };
+  void recordProbe(const std::string& cgroup, const ProbeFigures& figures);
+  // One probe request's outcome: done, aborted, failed, refused (rate limit, busy, bad input).
+  void countProbe(const std::string& outcome);
+
+  // The prover's budget as last decided (one prover per agent: a decision for another cgroup
+  // replaces it). A decision that is not valid shows its margin and generation, no budget.
+  void recordBudget(const BudgetDecision& d);
+  // No budget can be computed any more (no prover, budget off): its series go.
+  void clearBudget();
+  // A change to the learned margin of the prover in `cgroup`, by reason: "oom_kill" (grown)
+  // or "give_back" (shrunk after clean periods). Counted for the agent's lifetime.
+  void countMarginChange(const std::string& cgroup, const std::string& reason);
+
+  // The text exposition format (version 0.0.4); `last_scrape_duration_s` is the previous
+  // scrape's own duration, reported in this one. Thread-safe against update().
+  std::string render(double last_scrape_duration_s) const;
+  // Series in the last update (every sample line), and how many the caps left out.
+  std::size_t seriesCount() const;
+  std::size_t seriesDropped() const;
+
+ private:
+  struct State;
+  mutable std::mutex mu_;
+  ExporterLimits limits_;
+  std::unique_ptr<State> state_;
+};
+
+// The /v1/budget document: the decision with the inputs it came from and what the controller
+// has learned (`learned`), at `unix_time` (seconds since the epoch).
+nlohmann::json budgetJson(const BudgetDecision& d, const ControllerState& learned, double unix_time);
+
+}  // namespace headroom

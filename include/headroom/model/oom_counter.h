@@ -1,0 +1,33 @@
+// OOM kills from the cgroups' own counters, for where no kernel source is there to name them
+// (an unprivileged container: no BPF, no /dev/kmsg). Pure logic over two snapshots.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "headroom/sensors/oom_event.h"
+#include "headroom/model/snapshot.h"
+
+namespace headroom {
+
+// A cgroup's own OOM kills (its descendants' not counted): v2 memory.events.local oom_kill
+// (memory.events' oom_kill where the kernel has no .local file), v1 memory.oom_control oom_kill.
+std::optional<std::uint64_t> localOomKills(const CgroupMemory& cg);
+
+// Compares each sample's counters with the previous sample's. A rise in a cgroup is that many
+// OOM kills there, between the two samples: one event for the cgroup, from_counter set, its
+// victims inferred (OomVictim::inferred) from the processes of that cgroup in the previous
+// sample that are gone now, the largest first, one per kill (none when no process went). The
+// first sample only sets the baseline; a cgroup seen for the first time starts from its count.
+class OomCounterWatch {
+ public:
+  std::vector<OomEvent> update(const Snapshot* previous, const Snapshot& now);
+
+ private:
+  std::map<std::string, std::uint64_t> last_;
+  bool primed_ = false;
+};
+
+}  // namespace headroom

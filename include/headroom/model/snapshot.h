@@ -1,0 +1,160 @@
+// The model: one immutable Snapshot per tick (host, cgroups, processes with roles) and the
+// Attribution that splits each cgroup's usage into visible and invisible parts. No I/O here.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headroom/sources/cgroup.h"
+#include "headroom/sources/collector.h"
+#include "headroom/sources/procfs.h"
+#include "headroom/model/roles.h"
+#include "headroom/sensors/readings.h"
+
+namespace headroom {
+
+// The fixed set of parts a cgroup's usage is split into (also the `kind` metric label).
+enum class PartKind {
+  // visible: what processes' memory shows
+  kAnon,
+  kFile,          // page cache, without shmem
+  kShmemMapped,   // shmem/tmpfs pages some process in the cgroup maps
+  // invisible: charged to the cgroup, shown by no process's RSS
+  kShmemUnmapped,  // tmpfs files / shm segments that no process in the cgroup maps
+  kPageTables,
+  kSecPageTables,
+  kSlabReclaimable,
+  kSlabUnreclaimable,
+  kKernelStack,
+  kSock,
+  kPercpu,
+  kZswap,
+  kKernelOther,  // the rest of the kernel's charge (vmalloc, driver allocations, ...)
+};
+const char* toString(PartKind k);
+bool isVisible(PartKind k);
+const std::vector<PartKind>& allPartKinds();
+
+enum class Accuracy { kExact, kEstimated };
+const char* toString(Accuracy a);
+
+struct Part {
+  PartKind kind;
+  std::uint64_t bytes = 0;
+  Accuracy accuracy = Accuracy::kExact;
+  std::string source;  // where the number comes from: "memory.stat pagetables", "sum of VmPTE"
+};
+
+struct Attribution {
+  std::uint64_t usage = 0;
+  std::vector<Part> parts;  // visible first, then invisible
+  // usage minus every part: never silently dropped. Negative when the kernel's counters
+  // disagree (per-CPU charge batching), which is shown, not hidden.
+  std::int64_t unattributed = 0;
+  std::vector<std::string> notes;  // what is estimated and why
+
+  std::uint64_t visibleBytes() const;
+  std::uint64_t invisibleBytes() const;
+  std::optional<std::uint64_t> bytesOf(PartKind k) const;
+};
+
+// Which part of a process's memory is pinned for device DMA; filled by the sensors. An
+// overlay: it says where pinned bytes already are, it is never added to the parts.
+struct PinnedOverlay {
+  enum class Residency { kUnknown, kInsideRss, kOutsideRss };
+  std::uint64_t live_bytes = 0;
+  std::uint64_t peak_bytes = 0;
+  std::uint64_t allocations = 0;
+  Residency residency = Residency::kUnknown;
+  std::string source;  // "uprobe libcuda.so.1", ...
+};
+
+struct ProcessAttribution {
+  std::uint64_t rss = 0, rss_anon = 0, rss_file = 0, rss_shmem = 0;
+  std::optional<std::uint64_t> pss, pss_anon, pss_file, pss_shmem;  // absent without smaps_rollup
+  std::uint64_t page_tables = 0;  // VmPTE, exact
+  std::uint64_t locked = 0;       // VmLck
+  std::uint64_t swap = 0;
+  // This process's share of its cgroup's invisible overhead, and the rule that made it.
+  std::uint64_t overhead_share = 0;
+  std::string overhead_rule;
+  std::optional<PinnedOverlay> pinned;
+  std::optional<std::uint64_t> device_bytes, device_peak_bytes;  // CUDA device memory (sensors)
+};
+
+struct ProcessSnapshot {
+  ProcessSample sample;
+  Role role = Role::kSystem;
+  std::string cgroup;  // the watched cgroup it is attributed to (its own, or nearest ancestor)
+  ProcessAttribution attribution;
+  std::optional<ProcessActivity> activity;  // from the BPF sensors, when they run
+};
+
+// One limit that bounds a cgroup: its own, an ancestor's, or the host's MemAvailable.
+struct Bound {
+  std::string name;  // cgroup path, or "host"
+  std::uint64_t limit = 0;
+  std::uint64_t usage = 0;
+  // Page cache under this bound the kernel can drop at once (see reclaimableBytes); host: 0,
+  // since MemAvailable already counts what can be reclaimed.
+  std::uint64_t reclaimable = 0;
+  std::uint64_t room() const { return limit > usage ? limit - usage : 0; }
+};
+
+// Page cache the kernel can drop at once, from memory.stat (v1 total_* keys, v2 keys): the
+// file LRUs less dirty, writeback and mapped pages (clean, unmapped cache).
+std::uint64_t reclaimableBytes(const CgroupMemory& cg);
+
+struct CgroupSnapshot {
+  CgroupMemory memory;
+  Attribution attribution;
+  std::vector<Bound> bounds;  // every bound, own first; host last
+  std::optional<Bound> tightest;  // the bound with the least room
+  std::vector<std::size_t> processes;  // indices into Snapshot::processes, by PSS descending
+
+  std::optional<std::uint64_t> headroom() const {
+    return tightest ? std::optional<std::uint64_t>(tightest->room()) : std::nullopt;
+  }
+};
+
+struct HostSnapshot {
+  Meminfo meminfo;
+  std::optional<Psi> pressure;
+};
+
+struct Snapshot {
+  std::int64_t wall_time_ns = 0;
+  std::int64_t monotonic_time_ns = 0;
+  std::int64_t completed_monotonic_ns = 0;  // its last file read (RawSample's)
+  CgroupMode mode = CgroupMode::kNone;
+  int memory_version = 0;
+  std::string memory_mount;
+  HostSnapshot host;
+  std::vector<CgroupSnapshot> cgroups;    // by usage descending
+  std::vector<ProcessSnapshot> processes;
+  pid_t self_pid = 0;
+  std::optional<pid_t> focus_pid;
+  CollectStats stats;
+  std::vector<SensorStatus> sensors;
+
+  const CgroupSnapshot* findCgroup(std::string_view path) const;
+  const ProcessSnapshot* findProcess(pid_t pid) const;
+};
+
+// Stack size of one thread in the kernel (THREAD_SIZE: 16 KiB on x86-64 and arm64), used to
+// estimate kernel stacks where the kernel does not count them per cgroup (v1).
+inline constexpr std::uint64_t kKernelStackBytes = 16 * 1024;
+
+// Splits one cgroup's usage given the processes in its subtree (pure).
+Attribution attributeCgroup(const CgroupMemory& cg, const std::vector<const ProcessSample*>& procs);
+
+// Builds the snapshot from one collection and what the sensors knew of it.
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {});
+
+}  // namespace headroom

@@ -1,0 +1,29 @@
+// The Snapshot as JSON: the schema of `headroom snapshot --json` and of the agent's
+// /v1/snapshot. Bytes are integers in bytes; absent values are null or left out.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "headroom/sensors/oom_event.h"
+#include "headroom/model/snapshot.h"
+
+namespace headroom {
+
+inline constexpr int kSnapshotSchemaVersion = 1;
+
+nlohmann::json toJson(const Snapshot& s);
+nlohmann::json toJson(const Attribution& a);
+nlohmann::json toJson(const Meminfo& m);
+nlohmann::json toJson(const Psi& p);
+nlohmann::json toJson(const OomEvent& e);
+nlohmann::json toJson(const ExitEvent& e);
+// The pieces of a snapshot, in the same forms as inside toJson(const Snapshot&).
+nlohmann::json toJson(const CgroupMemory& c);     // a cgroup's "memory"
+nlohmann::json toJson(const Bound& b);            // one of "bounds", "tightest_bound"
+nlohmann::json toJson(const ProcessSnapshot& p);  // one of "processes"
+nlohmann::json toJson(const SensorStatus& s);     // one of "sensors"
+
+// Dumps JSON without ever throwing on bytes that are not UTF-8 (comms, command lines).
+std::string dumpJson(const nlohmann::json& j, int indent = -1);
+
+}  // namespace headroom

@@ -1,0 +1,36 @@
+// What the sensors are asked to do: which sensors, the cgroups to track, ring and map sizes,
+// CUDA libraries. Plain data, apart from the libbpf owner, so a config needs no libbpf.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace headroom {
+
+struct SensorsConfig {
+  bool bpf = true;   // false (--no-bpf): /dev/kmsg and cgroup files only
+  bool kmsg = true;
+  bool faults = true, mmap = true, rss = true, cuda = true;
+  // Memory cgroup ids (directory inode numbers) to track; nullopt: every cgroup.
+  std::optional<std::vector<std::uint64_t>> tracked_cgroups;
+  // Ring and map sizes (ring sizes: a power of two, at least one page).
+  std::uint32_t oom_ring_bytes = 256 * 1024;
+  std::uint32_t exit_ring_bytes = 256 * 1024;
+  std::uint32_t max_processes = 16384;     // per-process counter maps (LRU)
+  std::uint32_t max_cuda_allocations = 65536;
+  std::uint32_t max_tracked_cgroups = 4096;
+  // CUDA: driver libraries (libcuda.so.1) to probe; empty: found automatically. Runtime
+  // targets: libcudart or binaries with the runtime linked in (optional second attach point).
+  std::vector<std::string> cuda_libraries;
+  std::vector<std::string> cuda_runtime_targets;
+  // Tracepoint names by sensor ("faults" -> "page_fault_user"), to point a sensor elsewhere;
+  // a name this kernel lacks makes that sensor degraded (tests use it to simulate).
+  std::map<std::string, std::string> tracepoints;
+
+  bool operator==(const SensorsConfig&) const = default;
+};
+
+}  // namespace headroom

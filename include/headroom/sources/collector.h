@@ -1,0 +1,86 @@
+// The collector reads every source once per tick into a RawSample: host meminfo and PSI, the
+// memory cgroups to watch (and their ancestors, which bound them), and the processes in them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headroom/sources/cgroup.h"
+#include "headroom/sources/fs_root.h"
+#include "headroom/sources/procfs.h"
+#include "headroom/util/result.h"
+
+namespace headroom {
+
+struct CollectOptions {
+  // Watch these cgroups (and their descendants that hold processes); empty: every memory
+  // cgroup that holds a process.
+  std::vector<std::string> cgroups;
+  // A watched cgroup that does not exist (yet, or any more: systemd removes a stopped unit's)
+  // is counted in stats.cgroups_missing instead of failing the whole collection.
+  bool missing_cgroups_ok = false;
+  // Watch the memory cgroup of this process.
+  std::optional<pid_t> pid;
+  bool read_smaps = true;
+  // Bound on processes read per tick; beyond it processes are counted, not read.
+  std::size_t max_processes = 20000;
+};
+
+struct CollectStats {
+  std::size_t processes_seen = 0;
+  std::size_t processes_read = 0;
+  std::size_t processes_vanished = 0;   // exited between listing and reading
+  std::size_t processes_failed = 0;     // unreadable for another reason (see warnings)
+  std::size_t processes_skipped = 0;    // over max_processes
+  std::size_t processes_without_pss = 0;  // smaps_rollup not readable (permissions)
+  std::size_t kernel_threads = 0;
+  // In cgroups the mounted hierarchy does not show (another cgroup namespace's, seen through
+  // the namespace's own mount): not read, said in warnings.
+  std::size_t processes_outside_mount = 0;
+  std::vector<std::string> cgroups_missing;  // watched cgroups absent (missing_cgroups_ok)
+  std::vector<std::string> warnings;
+};
+
+struct RawSample {
+  std::int64_t wall_time_ns = 0;       // CLOCK_REALTIME
+  std::int64_t monotonic_time_ns = 0;  // CLOCK_MONOTONIC
+  // CLOCK_MONOTONIC when its last file had been read: a sample that began before an OOM kill
+  // may have read the victim's cgroup after it, so "before the kill" is judged by this.
+  std::int64_t completed_monotonic_ns = 0;
+  CgroupMounts mounts;
+  int memory_version = 0;  // 1 or 2: the hierarchy that carries the memory controller
+  Meminfo meminfo;
+  std::optional<Psi> host_pressure;  // /proc/pressure/memory (absent without PSI)
+  std::vector<CgroupMemory> cgroups;    // the watched cgroups
+  std::map<std::string, CgroupMemory> ancestors;  // their ancestors, by path (bounds)
+  std::vector<ProcessSample> processes;  // every process in a watched cgroup's subtree
+  pid_t self_pid = 0;
+  std::optional<pid_t> focus_pid;  // --pid: the process the user asked about
+  CollectStats stats;
+};
+
+class Collector {
+ public:
+  // Discovers the cgroup mounts; fails when /proc is unreadable or no memory controller exists.
+  static Result<Collector> create(const FsRoot& fs);
+
+  Result<RawSample> collect(const CollectOptions& opts) const;
+
+  const CgroupMounts& mounts() const { return mounts_; }
+  const CgroupHierarchy& hierarchy() const { return hierarchy_; }
+
+ private:
+  Collector(const FsRoot& fs, CgroupMounts mounts, CgroupHierarchy h)
+      : fs_(&fs), mounts_(std::move(mounts)), hierarchy_(std::move(h)) {}
+
+  const FsRoot* fs_;
+  CgroupMounts mounts_;
+  CgroupHierarchy hierarchy_;
+};
+
+}  // namespace headroom

@@ -1,0 +1,25 @@
+// Text that comes from elsewhere (comms, command lines, cgroup paths, the kernel's messages, a
+// journal copied from another machine) made safe to print, log, embed in HTML or use as a label.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace headroom {
+
+// Valid UTF-8 without control characters: each control character (C0, DEL and C1, so that no
+// terminal escape gets through) and each byte outside a valid UTF-8 sequence becomes '?'. A comm
+// is 15 bytes cut anywhere, possibly inside a character; a scraper rejects a whole page for one
+// invalid byte, and XML forbids control characters.
+std::string printableText(std::string_view s);
+
+// A string quoted and escaped as TOML (and JSON) write one, for messages that repeat what a user
+// gave: "a \"b\"\n"; control characters as \uXXXX.
+std::string quotedText(std::string_view s);
+
+// A value quoted for an error message, cut after `max` bytes ("\"abc...\"") so that a garbage
+// file cannot flood a log.
+std::string quotedExcerpt(std::string_view s, std::size_t max = 40);
+
+}  // namespace headroom
