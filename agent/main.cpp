@@ -7,11 +7,13 @@
 
 #include "headroom/cli/commands.h"
 #include "headroom/config/config.h"
+#include "headroom/util/exit_codes.h"
+#include "headroom/util/logging.h"
 #include "headroom/version.h"
 
 namespace {
 
-using headroom::cli::kExitBadInput;
+using headroom::kExitBadInput;
 
 // CLI11's own exit codes are many and large; headroom says "bad input" with 2, as documented.
 int parseFailure(const CLI::App& app, const CLI::ParseError& e) {
@@ -178,7 +180,7 @@ int run(int argc, char** argv) {
     return parseFailure(app, e);
   }
   // Logs go to stderr: stdout carries tables and JSON.
-  headroom::cli::setupLogging(headroom::LogFormat::kText, log_level);
+  headroom::setupLogging(headroom::LogFormat::kText, log_level);
 
   if (probe->parsed()) {
     probe_opts.root = root;
@@ -230,6 +232,6 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "headroom: internal error: " << e.what() << "\n";
-    return headroom::cli::kExitFailure;
+    return headroom::kExitFailure;
   }
 }

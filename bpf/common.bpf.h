@@ -9,11 +9,15 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "core_fixes.bpf.h"
 #include "events.h"
 
-#ifndef SIGNAL_GROUP_EXIT
-#define SIGNAL_GROUP_EXIT 0x00000004
-#endif
+/* Kernel constants that vmlinux.h cannot carry (they are #defines), with where they live. */
+#define PF_EXITING 0x00000004        /* include/linux/sched.h: getting shut down */
+#define SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h: group exit in progress */
+#define E2BIG 7                      /* include/uapi/asm-generic/errno-base.h: a full map's refusal */
+#define MAX_ERRNO 4095               /* include/linux/err.h: a syscall's -errno lies in [-MAX_ERRNO, -1] */
+#define CGROUP_SUBSYS_MAX 16         /* a bound for the verifier on an index into css_set->subsys[]: CGROUP_SUBSYS_COUNT varies with the kernel config (12 in bpf/vmlinux) */
 
 /* Configuration, set by user space before load (common.bpf.c defines them). */
 extern const volatile bool cfg_filter_cgroups;  /* false: every cgroup is tracked */
@@ -108,7 +112,7 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
 	void *v = bpf_map_lookup_elem(map, key);
 	if (v)
 		return v;
-	if (bpf_map_update_elem(map, key, zero, BPF_NOEXIST) == -7 /* -E2BIG: full */)
+	if (bpf_map_update_elem(map, key, zero, BPF_NOEXIST) == -E2BIG)
 		__sync_fetch_and_add(&map_full_drops, 1);
 	return bpf_map_lookup_elem(map, key);
 }
@@ -122,7 +126,7 @@ static __always_inline __u64 task_memcg_id(struct task_struct *t)
 		struct css_set *cs = BPF_CORE_READ(t, cgroups);
 		struct cgroup_subsys_state *css = NULL;
 
-		if (id < 0 || id >= 16 || !cs)
+		if (id < 0 || id >= CGROUP_SUBSYS_MAX || !cs)
 			return 0;
 		bpf_core_read(&css, sizeof(css), &cs->subsys[id]);
 		if (!css)

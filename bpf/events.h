@@ -15,15 +15,6 @@
 
 #define HR_COMM_LEN 16
 
-/* Per thread group: exits seen by the exit-count program (the BPF pipeline's first program). */
-struct exit_count {
-	__u64 thread_exits;   /* every task of the group that exited */
-	__u64 group_exits;    /* 1 once the last task has exited */
-	__s32 exit_code;      /* task->exit_code of the last task: (status << 8) | signal */
-	__u32 _pad;
-};
-HEADROOM_STATIC_ASSERT(sizeof(struct exit_count) == 24, "exit_count ABI");
-
 /* Ring buffers, each with its own drop counter (index into `ring_drops`). OOM kills and
  * exits have a ring of their own so that nothing else can crowd them out. */
 enum hr_ring {

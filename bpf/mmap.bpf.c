@@ -40,7 +40,7 @@ static __always_inline int leave(long ret)
 
 	if (!p)
 		return 0;
-	if (ret < 0 && ret > -4096) /* failed: nothing was mapped or locked */
+	if (ret < 0 && ret >= -MAX_ERRNO) /* failed: nothing was mapped or locked */
 		goto out;
 	a = lookup_or_init(&proc_activity, &tgid, &zero);
 	if (!a)

@@ -6,26 +6,10 @@
  * tracepoints. */
 #include "common.bpf.h"
 
-struct mm_rss_stat___old {
-	atomic_long_t count[4];
-};
-struct mm_struct___old {
-	struct mm_rss_stat___old rss_stat;
-};
-
-enum { HR_MM_FILEPAGES = 0, HR_MM_ANONPAGES = 1, HR_MM_SWAPENTS = 2, HR_MM_SHMEMPAGES = 3 };
-
 static __always_inline __u64 mm_counter(struct mm_struct *mm, int member)
 {
-	long v = 0;
+	long v = mm_rss_counter(mm, member);
 
-	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
-		struct mm_struct___old *old = (void *)mm;
-		v = BPF_CORE_READ(old, rss_stat.count[member].counter);
-	} else {
-		/* 6.2+: a percpu_counter; its count is the approximate global value. */
-		v = BPF_CORE_READ(mm, rss_stat[member].count);
-	}
 	return v < 0 ? 0 : (__u64)v;
 }
 
@@ -62,7 +46,7 @@ int BPF_PROG(mark_victim_task, struct task_struct *victim, uid_t uid)
 	e->victim_oom_score_adj = BPF_CORE_READ(victim, signal, oom_score_adj);
 	e->victim_cgroup_id = task_memcg_id(victim);
 	/* Kill skipped: the victim was already on its way out (task_will_free_mem). */
-	if (BPF_CORE_READ(victim, flags) & 0x00000004 /* PF_EXITING */)
+	if (BPF_CORE_READ(victim, flags) & PF_EXITING)
 		e->flags |= HR_OOM_VICTIM_EXITING;
 	mm = BPF_CORE_READ(victim, mm);
 	mm_id = (__u64)mm;

@@ -5,13 +5,6 @@
  * counts swap entries (MM_SWAPENTS), kept apart from RSS. */
 #include "common.bpf.h"
 
-struct mm_rss_stat___old {
-	atomic_long_t count[4];
-};
-struct mm_struct___old {
-	struct mm_rss_stat___old rss_stat;
-};
-
 /* How far a recorded counter may lag the mm's own, in pages (256 KiB). rss_stat fires on every
  * fault, from every thread of the process, and the counters live in the leader's storage: writing
  * them each time would bounce that cache line between the CPUs the threads fault on, the largest
@@ -48,40 +41,33 @@ static __always_inline int record(struct mm_struct *mm, int member, long count)
 	if (!h)
 		return 0;
 	switch (member) {
-	case 0: store(h, &h->rss_file_pages, count); break;
-	case 1: store(h, &h->rss_anon_pages, count); break;
-	case 2: store(h, &h->rss_swapents, count); break;
-	case 3: store(h, &h->rss_shmem_pages, count); break;
+	case HR_MM_FILEPAGES: store(h, &h->rss_file_pages, count); break;
+	case HR_MM_ANONPAGES: store(h, &h->rss_anon_pages, count); break;
+	case HR_MM_SWAPENTS: store(h, &h->rss_swapents, count); break;
+	case HR_MM_SHMEMPAGES: store(h, &h->rss_shmem_pages, count); break;
 	default: break;
 	}
 	return 0;
 }
 
-/* Constant indices only: a variable index into a trusted pointer is refused by the verifier. */
 static __always_inline long mm_count(struct mm_struct *mm, int member)
 {
-	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
-		struct mm_struct___old *old = (void *)mm;
-		switch (member) {
-		case 0: return BPF_CORE_READ(old, rss_stat.count[0].counter);
-		case 1: return BPF_CORE_READ(old, rss_stat.count[1].counter);
-		case 2: return BPF_CORE_READ(old, rss_stat.count[2].counter);
-		default: return BPF_CORE_READ(old, rss_stat.count[3].counter);
-		}
-	}
-	/* mm is a trusted BTF pointer here: plain loads (CO-RE relocated), no probe_read. */
+	if (bpf_core_type_exists(struct mm_rss_stat___old))
+		return mm_rss_counter_pre_6_2(mm, member);
+	/* mm is a trusted BTF pointer here: plain loads (CO-RE relocated), no probe_read, on the
+	 * fault path. Constant indices only: a variable one into a trusted pointer is refused. */
 	switch (member) {
-	case 0: return mm->rss_stat[0].count;
-	case 1: return mm->rss_stat[1].count;
-	case 2: return mm->rss_stat[2].count;
-	default: return mm->rss_stat[3].count;
+	case HR_MM_FILEPAGES: return mm->rss_stat[HR_MM_FILEPAGES].count;
+	case HR_MM_ANONPAGES: return mm->rss_stat[HR_MM_ANONPAGES].count;
+	case HR_MM_SWAPENTS: return mm->rss_stat[HR_MM_SWAPENTS].count;
+	default: return mm->rss_stat[HR_MM_SHMEMPAGES].count;
 	}
 }
 
 SEC("tp_btf/rss_stat")
 int BPF_PROG(rss_stat_new, struct mm_struct *mm, int member)
 {
-	if (member < 0 || member > 3)
+	if (member < HR_MM_FILEPAGES || member > HR_MM_SHMEMPAGES)
 		return 0;
 	return record(mm, member, mm_count(mm, member));
 }

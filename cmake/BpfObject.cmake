@@ -27,16 +27,18 @@ function(bpf_object name)
   set(parts)
   foreach(src ${ARGN})
     get_filename_component(src_abs ${src} ABSOLUTE)
+    get_filename_component(src_dir ${src_abs} DIRECTORY)
     get_filename_component(stem ${src} NAME_WE)
+    file(GLOB src_headers ${src_dir}/*.h)
     set(part ${out_dir}/${name}.${stem}.o)
     add_custom_command(
       OUTPUT ${part}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${out_dir}
       COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_${HEADROOM_BPF_ARCH}
               -Wall -Werror -Wno-unused-function
-              -I${HEADROOM_VMLINUX_DIR} -I${PROJECT_SOURCE_DIR}/bpf
+              -I${HEADROOM_VMLINUX_DIR} -I${PROJECT_SOURCE_DIR}/bpf -I${src_dir}
               -c ${src_abs} -o ${part}
-      DEPENDS ${src_abs} ${bpf_headers}
+      DEPENDS ${src_abs} ${bpf_headers} ${src_headers}
       COMMENT "BPF ${stem}.bpf.c"
       VERBATIM)
     list(APPEND parts ${part})

@@ -1,20 +1,21 @@
 // `headroom budget`: the prover's budget now, in one line for an entrypoint script. From the
 // agent when one answers (it has the history: neighbours' growth, probes, OOM kills); computed
-// here otherwise, with the same controller and the same state file, which is only read.
+// here otherwise by the agent's own ProverBudget, with the state file only read.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "headroom/cli/commands.h"
-#include "headroom/sources/cgroup.h"
-#include "headroom/controller/controller.h"
-#include "headroom/exporter/exporter.h"
+#include "headroom/daemon/prover_budget.h"
 #include "headroom/exporter/http.h"
-#include "headroom/model/snapshot_json.h"
-#include "headroom/util/units.h"
+#include "headroom/sources/cgroup.h"
+#include "headroom/sources/collector.h"
+#include "headroom/util/exit_codes.h"
+#include "headroom/util/json.h"
 
 namespace headroom::cli {
 namespace {
@@ -31,21 +32,16 @@ struct Answer {
   nlohmann::json doc{nlohmann::json::value_t::null};
 };
 
-// Why no budget came, and the exit code that says it.
-struct Failure {
-  int code = kExitFailure;
-  std::string message;
-};
-
 Result<std::uint64_t> u64Field(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number_unsigned()) return makeError(0, fmt::format("{}: missing or not a byte count", key));
   return it->get<std::uint64_t>();
 }
 
-// `refused`: the agent answered with a decision of no budget (no room): that is the answer, and
-// computing one here instead would hand out what the agent, with more history, refused.
-Result<Answer> askAgent(const BudgetCliOptions& opts, bool& refused) {
+// An agent that answered with a decision of no budget (no room) has the last word: a budget
+// computed here, with less history, would hand out what it refused. That answer is an error of
+// kind kUnavailable; any other failure to get an answer is another kind.
+Result<Answer> askAgent(const BudgetCliOptions& opts) {
   std::string base = opts.agent_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::string url = base + "/v1/budget";
@@ -55,9 +51,9 @@ Result<Answer> askAgent(const BudgetCliOptions& opts, bool& refused) {
   if (r->status != 200) {
     std::string why = j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
                                                                                      : fmt::format("HTTP {}", r->status);
-    refused = j.is_object() && j.contains("decision") && j["decision"].is_object() &&
-              (opts.cgroup.empty() || normaliseCgroupPath(opts.cgroup) == j.value("cgroup", ""));
-    return makeError(0, fmt::format("{} answered {}: {}", url, r->status, why));
+    bool refused = j.is_object() && j.contains("decision") && j["decision"].is_object() &&
+                   (opts.cgroup.empty() || normaliseCgroupPath(opts.cgroup) == j.value("cgroup", ""));
+    return makeError(refused ? ErrorKind::kUnavailable : ErrorKind::kIo, fmt::format("{} answered {}: {}", url, r->status, why));
   }
   if (!j.is_object()) return makeError(0, fmt::format("{}: the answer is not a JSON object", url));
   Answer a;
@@ -75,50 +71,48 @@ Result<Answer> askAgent(const BudgetCliOptions& opts, bool& refused) {
   return a;
 }
 
-Result<Answer> computeLocally(const BudgetCliOptions& opts, const BudgetPolicy& policy, std::vector<RoleRule> rules,
-                              Failure& failure) {
-  auto fail = [&](int code, std::string message) -> Error {
-    failure = Failure{code, message};
-    return makeError(0, std::move(message));
-  };
-  auto host = openHost(opts.root);
-  if (!host) return fail(kExitBadInput, host.error().describe());
+Result<Answer> computeLocally(const BudgetCliOptions& opts, const BudgetPolicy& policy, std::vector<RoleRule> rules) {
+  auto source = openSourceRoot(opts.root);
+  if (!source) return source.error();
   std::string cgroup;
   if (!opts.cgroup.empty()) {
     cgroup = normaliseCgroupPath(opts.cgroup);
   } else {
-    auto own = callersMemoryCgroup(*host->fs, host->collector->hierarchy());
-    if (!own) return fail(kExitFailure, fmt::format("finding this process's memory cgroup (give --cgroup): {}", own.error().describe()));
+    auto own = callersMemoryCgroup(*source->fs, source->collector->hierarchy());
+    if (!own)
+      return makeError(ErrorKind::kNotFound,
+                       fmt::format("finding this process's memory cgroup (give --cgroup): {}", own.error().describe()));
     cgroup = std::move(*own);
   }
   CollectOptions co;
   co.cgroups = {cgroup};
-  auto raw = host->collector->collect(co);
-  if (!raw) return fail(opts.cgroup.empty() ? kExitFailure : kExitBadInput, raw.error().describe());
+  auto raw = source->collector->collect(co);
+  // A --cgroup that cannot be read is the user's; the caller's own, the machine's.
+  if (!raw) return opts.cgroup.empty() ? raw.error().as(ErrorKind::kNotFound) : raw.error().as(ErrorKind::kBadInput);
   auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)));
-  auto in = budgetInputs(*snap, ProverScope{cgroup, std::nullopt});
-  if (!in) return fail(kExitFailure, in.error().describe());
 
-  std::string path = opts.state_file.empty() ? defaultStatePath(cgroup) : opts.state_file;
-  ControllerState state;
-  auto loaded = loadState(path);
-  if (!loaded) {
-    // Said even at the default log level: the budget comes without what was learned.
-    spdlog::warn("{}: computing with a fresh state (the file is left as it is)", loaded.error().describe());
-  } else if (*loaded) {
-    state = std::move(**loaded);
+  BudgetConfig cfg;
+  cfg.cgroup = cgroup;
+  cfg.policy = policy;
+  cfg.state_file = opts.state_file;
+  ProverBudget::Options po;
+  po.save_state = false;
+  po.say_outcomes = false;
+  ProverBudget budget(std::move(cfg), {}, po);
+  auto u = budget.update(*snap, std::nullopt);
+  if (!u || !u->decision) {
+    std::string why = u ? u->document.value("error", "no decision") : "no decision";
+    return makeError(ErrorKind::kUnavailable, why);
   }
-  BudgetController controller(policy, std::move(state));
-  BudgetDecision d = controller.decide(*in);
-  if (!d.valid) return fail(kExitFailure, fmt::format("cgroup {}: {}", cgroup, d.reason));
+  const BudgetDecision& d = *u->decision;
+  if (!d.valid) return makeError(ErrorKind::kUnavailable, fmt::format("cgroup {}: {}", cgroup, d.reason));
   Answer a;
   a.budget = d.budget;
   a.margin = d.margin;
   a.generation = d.generation;
   a.cgroup = cgroup;
   a.source = "local";
-  double when = static_cast<double>(snap->wall_time_ns) / 1e9;
-  a.doc = budgetJson(d, controller.state(), when);
+  a.doc = std::move(u->document);
   spdlog::info("budget for {} computed here: {}", cgroup, d.reason);
   return a;
 }
@@ -154,41 +148,35 @@ int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostre
   auto policy = policyFromFlags(opts.policy);
   if (!policy) {
     err << "headroom budget: " << policy.error().describe() << "\n";
-    return kExitBadInput;
+    return exitCodeFor(policy.error());
   }
-  std::vector<RoleRule> rules;
-  for (const std::string& spec : opts.role_rules) {
-    auto r = parseRoleRule(spec);
-    if (!r) {
-      err << "headroom budget: --role-rule: " << r.error().describe() << "\n";
-      return kExitBadInput;
-    }
-    rules.push_back(std::move(*r));
+  auto rules = roleRulesFromFlags(opts.role_rules);
+  if (!rules) {
+    err << "headroom budget: " << rules.error().describe() << "\n";
+    return exitCodeFor(rules.error());
   }
 
   std::string agent_said;
   if (!opts.local) {
-    bool refused = false;
-    auto a = askAgent(opts, refused);
+    auto a = askAgent(opts);
     if (a) {
       spdlog::info("budget for {} from the agent at {} (generation {})", a->cgroup, opts.agent_url, a->generation);
       print(*a, opts.format, out);
       return kExitOk;
     }
     agent_said = a.error().describe();
-    if (refused) {
+    if (a.error().kind == ErrorKind::kUnavailable) {
       err << "headroom budget: no budget: " << agent_said << "\n";
       return kExitFailure;
     }
     spdlog::info("no budget from the agent ({}): computing it here", agent_said);
   }
-  Failure failure;
-  auto a = computeLocally(opts, *policy, std::move(rules), failure);
+  auto a = computeLocally(opts, *policy, std::move(*rules));
   if (!a) {
-    err << "headroom budget: no budget: " << failure.message;
+    err << "headroom budget: no budget: " << a.error().describe();
     if (!agent_said.empty()) err << " (and from the agent: " << agent_said << ")";
     err << "\n";
-    return failure.code;
+    return exitCodeFor(a.error());
   }
   print(*a, opts.format, out);
   return kExitOk;

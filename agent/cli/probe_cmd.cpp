@@ -6,9 +6,12 @@
 #include "headroom/cli/commands.h"
 #include "headroom/probe/probe.h"
 #include "headroom/model/snapshot_json.h"
+#include "headroom/sources/collector.h"
+#include "headroom/util/exit_codes.h"
 #include "headroom/util/units.h"
 
 namespace headroom::cli {
+namespace {
 
 nlohmann::json toJson(const ProbeResult& r) {
   nlohmann::json parts = nlohmann::json::object();
@@ -77,60 +80,53 @@ std::string renderProbe(const ProbeResult& r) {
   return s;
 }
 
-int runProbeCommand(const ProbeCliOptions& o, std::ostream& out, std::ostream& err) {
+Result<ProbeOptions> probeOptions(const ProbeCliOptions& o) {
   ProbeOptions po;
   po.cgroup = o.cgroup;
-  auto size = [&](const std::string& flag, const std::string& v) -> std::optional<std::uint64_t> {
+  auto size = [](const char* flag, const std::string& v) -> Result<std::uint64_t> {
     auto r = parseSize(v);
-    if (!r) {
-      err << "headroom probe: " << flag << " " << v << ": " << r.error().message << "\n";
-      return std::nullopt;
-    }
+    if (!r) return badInput(fmt::format("{} {}: {}", flag, v, r.error().message));
     return *r;
   };
   if (!o.chunk.empty()) {
     auto c = size("--chunk", o.chunk);
-    if (!c) return kExitBadInput;
-    if (*c < (4ULL << 20)) {
-      err << "headroom probe: --chunk " << o.chunk << ": the chunk must be at least 4 MiB\n";
-      return kExitBadInput;
-    }
+    if (!c) return c.error();
+    if (*c < (4ULL << 20)) return badInput(fmt::format("--chunk {}: the chunk must be at least 4 MiB", o.chunk));
     po.chunk = *c;
   }
   if (!o.stop_margin.empty()) {
     auto m = size("--stop-margin", o.stop_margin);
-    if (!m) return kExitBadInput;
+    if (!m) return m.error();
     po.stop_margin = *m;
   }
   if (!o.max.empty()) {
     auto m = size("--max", o.max);
-    if (!m) return kExitBadInput;
+    if (!m) return m.error();
     po.max_bytes = *m;
   }
   auto touch = touchModeFromString(o.touch);
-  if (!touch) {
-    err << "headroom probe: --touch " << touch.error().message << "\n";
-    return kExitBadInput;
-  }
+  if (!touch) return badInput(fmt::format("--touch {}", touch.error().message));
   po.touch = *touch;
   po.threads = o.threads;
   auto timeout = parseDuration(o.reclaim_timeout);
-  if (!timeout) {
-    err << "headroom probe: --reclaim-timeout " << o.reclaim_timeout << ": " << timeout.error().message << "\n";
-    return kExitBadInput;
-  }
+  if (!timeout) return badInput(fmt::format("--reclaim-timeout {}: {}", o.reclaim_timeout, timeout.error().message));
   po.reclaim_timeout = *timeout;
+  return po;
+}
 
-  auto host = openHost(o.root);
-  if (!host) {
-    err << "headroom probe: " << host.error().describe() << "\n";
-    return kExitBadInput;
-  }
-  auto r = runProbe(*host->fs, *host->collector, po);
-  if (!r) {
-    err << "headroom probe: " << r.error().describe() << "\n";
-    return r.error().code == 0 ? kExitBadInput : kExitFailure;
-  }
+}  // namespace
+
+int runProbeCommand(const ProbeCliOptions& o, std::ostream& out, std::ostream& err) {
+  auto fail = [&](const Error& e) {
+    err << "headroom probe: " << e.describe() << "\n";
+    return exitCodeFor(e);
+  };
+  auto po = probeOptions(o);
+  if (!po) return fail(po.error());
+  auto source = openSourceRoot(o.root);
+  if (!source) return fail(source.error());
+  auto r = runProbe(*source->fs, *source->collector, *po);
+  if (!r) return fail(r.error());
   out << (o.json ? dumpJson(toJson(*r)) + "\n" : renderProbe(*r));
   return r->aborted ? kExitAborted : kExitOk;
 }

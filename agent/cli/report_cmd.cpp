@@ -8,14 +8,17 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <ctime>
 #include <ostream>
 
 #include "headroom/cli/commands.h"
 #include "headroom/journal/journal.h"
 #include "headroom/journal/report.h"
-#include "headroom/model/snapshot_json.h"
+#include "headroom/sources/fs_root.h"
+#include "headroom/util/clock.h"
+#include "headroom/util/exit_codes.h"
+#include "headroom/util/files.h"
+#include "headroom/util/json.h"
+#include "headroom/util/time_format.h"
 
 namespace headroom::cli {
 namespace {
@@ -29,15 +32,6 @@ std::optional<std::uint64_t> idOf(const json& rec) {
   if (it->is_number_unsigned()) return it->get<std::uint64_t>();
   auto i = it->get<std::int64_t>();
   return i < 0 ? std::nullopt : std::optional<std::uint64_t>(static_cast<std::uint64_t>(i));
-}
-
-std::string utc(double secs) {
-  auto t = static_cast<std::time_t>(secs);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
 }
 
 // readJournal names each damaged region "<file>: byte N: <what>"; said here as one line each.
@@ -55,20 +49,11 @@ std::string damageLine(const std::string& d) {
 }
 
 Status writeFile(const std::string& path, std::string_view content, const char* what) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return unexpected(errnoError(fmt::format("writing the {} to {}", what, path)));
-  std::size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Error e = errnoError(fmt::format("writing the {} to {}", what, path));
-      ::close(fd);
-      return unexpected(e);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0) return unexpected(errnoError(fmt::format("writing the {} to {}", what, path)));
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  std::string display = fmt::format("the {} to {}", what, path);
+  if (!fd.valid()) return errnoError("writing " + display);
+  if (auto st = writeAll(fd.get(), content, display); !st) return st;
+  if (::close(fd.release()) != 0) return errnoError("writing " + display);
   return ok();
 }
 
@@ -84,7 +69,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
 
   std::optional<double> since;
   if (!opts.since.empty()) {
-    double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    double now = unixSeconds();
     auto s = parseSinceTime(opts.since, now);
     if (!s) return fail(kExitBadInput, "--since " + s.error().describe());
     since = *s;
@@ -106,7 +91,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
       return fail(kExitFailure, fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
                                             opts.journal));
     if (main_errno == ENOTDIR || main_errno == ENAMETOOLONG || main_errno == ELOOP)
-      return fail(kExitBadInput, Error{main_errno, fmt::format("--journal {}", opts.journal)}.describe());
+      return fail(kExitBadInput, makeError(main_errno, fmt::format("--journal {}", opts.journal)).describe());
   }
 
   auto contents = readJournal(opts.journal);
@@ -134,8 +119,8 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
   }
   if (chosen.empty()) {
     auto latest = recordTime(all.back());
-    return fail(kExitFailure, fmt::format("no OOM kills since {} in {} ({} recorded{})", utc(*since), opts.journal, all.size(),
-                                          latest ? ", the latest at " + utc(*latest) : ""));
+    return fail(kExitFailure, fmt::format("no OOM kills since {} in {} ({} recorded{})", formatUtc(*since), opts.journal, all.size(),
+                                          latest ? ", the latest at " + formatUtc(*latest) : ""));
   }
 
   if (opts.id) {

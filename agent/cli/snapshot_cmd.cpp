@@ -1,14 +1,17 @@
+// `headroom snapshot`: one sample of the machine as a table or JSON, or (--watch-ooms) the OOM
+// kills the sensors see, printed as they come.
 #include <fmt/format.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <ostream>
 
 #include "headroom/cli/commands.h"
-#include "headroom/sources/collector.h"
-#include "headroom/sensors/sensors.h"
 #include "headroom/model/snapshot_json.h"
-#include "headroom/util/units.h"
+#include "headroom/sensors/sensors.h"
+#include "headroom/sources/collector.h"
+#include "headroom/util/exit_codes.h"
 
 namespace headroom::cli {
 namespace {
@@ -16,91 +19,78 @@ namespace {
 std::atomic<bool> g_stop{false};
 void onStopSignal(int) { g_stop = true; }
 
-}  // namespace
-
-int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err) {
-  std::vector<RoleRule> rules;
-  for (const auto& spec : opts.role_rules) {
-    auto r = parseRoleRule(spec);
-    if (!r) {
-      err << "headroom snapshot: --role-rule: " << r.error().describe() << "\n";
-      return kExitBadInput;
-    }
-    rules.push_back(std::move(*r));
-  }
+Result<SensorsConfig> sensorsConfig(const SnapshotOptions& opts, const FsRoot& fs) {
   SensorsConfig sc;
   sc.bpf = opts.bpf;
   sc.cuda_libraries = opts.cuda_libraries;
   for (const auto& spec : opts.tracepoints) {
     auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      err << "headroom snapshot: --tracepoint: \"" << spec << "\" is not SENSOR=NAME\n";
-      return kExitBadInput;
-    }
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return badInput(fmt::format("--tracepoint: \"{}\" is not SENSOR=NAME", spec));
     sc.tracepoints[spec.substr(0, eq)] = spec.substr(eq + 1);
   }
-  auto host = openHost(opts.root);
-  if (!host) {
-    err << "headroom snapshot: " << host.error().describe() << "\n";
-    return kExitBadInput;
-  }
-  const FsRoot* fs = host->fs.get();
-  const Collector* collector = host->collector.get();
   // The sensors read the live kernel: a fixture root has none.
-  if (!fs->isLive()) {
-    sc.bpf = false;
-    sc.kmsg = false;
-  }
-  auto sensors = Sensors::start(*fs, sc, collector->mounts());
+  if (!fs.isLive()) sc.bpf = sc.kmsg = false;
+  return sc;
+}
 
-  if (opts.watch_ooms) {
-    std::signal(SIGINT, onStopSignal);
-    std::signal(SIGTERM, onStopSignal);
-    if (opts.json) {
-      // The first object says that watching has begun and with which sensors.
-      nlohmann::json header = {{"watching", true}, {"sensors", nlohmann::json::array()}};
-      for (const auto& s : sensors->status())
-        header["sensors"].push_back({{"name", s.name}, {"state", toString(s.state)}, {"reason", s.reason}});
-      out << dumpJson(header) << "\n" << std::flush;
-    } else {
-      for (const auto& s : sensors->status())
-        out << fmt::format("sensor {}: {}{}\n", s.name, toString(s.state), s.reason.empty() ? "" : " (" + s.reason + ")");
-      out << "watching for OOM kills (Ctrl-C to stop)\n" << std::flush;
-    }
-    std::size_t seen = 0;
-    auto deadline = opts.watch_seconds > 0
-                        ? std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(opts.watch_seconds * 1000))
-                        : std::chrono::steady_clock::time_point::max();
-    while (!g_stop && std::chrono::steady_clock::now() < deadline) {
-      sensors->poll(100);
-      for (const OomEvent& e : sensors->takeOomEvents()) {
-        out << (opts.json ? dumpJson(toJson(e)) : describeOom(e)) << "\n" << std::flush;
-        if (opts.max_ooms > 0 && ++seen >= opts.max_ooms) return kExitOk;
-      }
-      (void)sensors->takeExitEvents();
-    }
-    return kExitOk;
+int watchOoms(const SnapshotOptions& opts, Sensors& sensors, std::ostream& out) {
+  std::signal(SIGINT, onStopSignal);
+  std::signal(SIGTERM, onStopSignal);
+  if (opts.json) {
+    // The first object says that watching has begun and with which sensors.
+    nlohmann::json header = {{"watching", true}, {"sensors", nlohmann::json::array()}};
+    for (const auto& s : sensors.status()) header["sensors"].push_back(toJson(s));
+    out << dumpJson(header) << "\n" << std::flush;
+  } else {
+    for (const auto& s : sensors.status())
+      out << fmt::format("sensor {}: {}{}\n", s.name, toString(s.state), s.reason.empty() ? "" : " (" + s.reason + ")");
+    out << "watching for OOM kills (Ctrl-C to stop)\n" << std::flush;
   }
+  std::size_t seen = 0;
+  auto deadline = opts.watch_seconds > 0 ? std::chrono::steady_clock::now() +
+                                               std::chrono::milliseconds(static_cast<long>(opts.watch_seconds * 1000))
+                                         : std::chrono::steady_clock::time_point::max();
+  while (!g_stop && std::chrono::steady_clock::now() < deadline) {
+    sensors.poll(100);
+    for (const OomEvent& e : sensors.takeOomEvents()) {
+      out << (opts.json ? dumpJson(toJson(e)) : describeOom(e)) << "\n" << std::flush;
+      if (opts.max_ooms > 0 && ++seen >= opts.max_ooms) return kExitOk;
+    }
+    (void)sensors.takeExitEvents();
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err) {
+  auto fail = [&](const Error& e) {
+    err << "headroom snapshot: " << e.describe() << "\n";
+    return exitCodeFor(e);
+  };
+  auto rules = roleRulesFromFlags(opts.role_rules);
+  if (!rules) return fail(rules.error());
+  auto source = openSourceRoot(opts.root);
+  if (!source) return fail(source.error());
+  auto sc = sensorsConfig(opts, *source->fs);
+  if (!sc) return fail(sc.error());
+  auto sensors = Sensors::start(*source->fs, *sc, source->collector->mounts());
+  if (opts.watch_ooms) return watchOoms(opts, *sensors, out);
 
   CollectOptions co;
   if (opts.cgroup) co.cgroups = {*opts.cgroup};
   co.pid = opts.pid;
   co.read_smaps = opts.smaps;
-  auto raw = collector->collect(co);
-  if (!raw) {
-    err << "headroom snapshot: " << raw.error().describe() << "\n";
-    return kExitBadInput;
-  }
+  auto raw = source->collector->collect(co);
+  if (!raw) return fail(raw.error().as(ErrorKind::kBadInput));  // a --cgroup or --pid that is not there
   std::vector<pid_t> pids;
   for (const ProcessSample& p : raw->processes) pids.push_back(p.pid);
   sensors->discoverCuda(pids);
   auto readings = sensors->readings(raw->processes);
-  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(rules)), std::move(readings));
-  if (opts.json) {
-    out << dumpJson(toJson(*snap), 2) << "\n";
-  } else {
-    out << renderSnapshotTable(*snap, opts.top);
-  }
+  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(*rules)), std::move(readings));
+  if (opts.json) out << dumpJson(toJson(*snap), 2) << "\n";
+  else out << renderSnapshotTable(*snap, opts.top);
   return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "headroom/cli/commands.h"
+#include "headroom/util/time_format.h"
 #include "headroom/util/units.h"
 
 namespace headroom::cli {
@@ -13,15 +14,6 @@ namespace {
 std::string shorten(const std::string& s, std::size_t width) {
   if (s.size() <= width) return s;
   return "..." + s.substr(s.size() - (width - 3));
-}
-
-std::string timeString(std::int64_t wall_ns) {
-  std::time_t t = static_cast<std::time_t>(wall_ns / 1'000'000'000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
 }
 
 std::string partsLine(const Attribution& a, bool visible) {
@@ -43,7 +35,7 @@ std::string optBytes(const std::optional<std::uint64_t>& v, const char* none = "
 std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
   std::string o;
   const Meminfo& mi = s.host.meminfo;
-  o += fmt::format("headroom snapshot  {}  cgroups: {} (memory on v{} at {})\n\n", timeString(s.wall_time_ns),
+  o += fmt::format("headroom snapshot  {}  cgroups: {} (memory on v{} at {})\n\n", formatUtcMs(s.wall_time_ns / 1'000'000),
                    toString(s.mode), s.memory_version, s.memory_mount);
   o += "MACHINE\n";
   o += fmt::format("  total {}  available {}{}  free {}  shmem {}  swap {} of {}\n", formatBytes(mi.mem_total),

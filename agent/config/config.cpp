@@ -791,14 +791,6 @@ Status applyNode(AgentConfig& cfg, const KeySpec& spec, const toml::node& node, 
 
 }  // namespace
 
-const char* toString(LogFormat f) {
-  switch (f) {
-    case LogFormat::kText: return "text";
-    case LogFormat::kJson: return "json";
-  }
-  return "unknown";
-}
-
 Result<std::chrono::milliseconds> parseDuration(std::string_view text) {
   return durationFromText(text).wrap(fmt::format("duration {}", quotedText(text)));
 }

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "headroom/sources/cgroup.h"
-#include "headroom/journal/journal.h"
+#include "headroom/journal/oom_record.h"
 #include "headroom/model/snapshot_json.h"
 
 namespace headroom {
@@ -44,7 +44,7 @@ json processesJson(const Snapshot& snap, const CgroupSnapshot& c, std::size_t pe
   return out;
 }
 
-json budgetJson(const BudgetDecision* d) {
+json budgetInForce(const BudgetDecision* d) {
   if (d == nullptr || !d->valid) return nullptr;
   return {{"budget_bytes", d->budget},
           {"margin_bytes", d->margin},
@@ -108,7 +108,7 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
       {"event", std::move(event)},
       {"cgroup", cg != nullptr ? cgroupJson(*ctx.last, *cg) : json(nullptr)},
       {"processes", cg != nullptr ? processesJson(*ctx.last, *cg, ctx.top_per_role) : json::array()},
-      {"budget", budgetJson(ctx.budget)},
+      {"budget", budgetInForce(ctx.budget)},
       {"self_reported_bytes", opt(ctx.self_reported)},
       {"charged_bytes", std::move(charged)},
       {"sensors", std::move(sensors)},

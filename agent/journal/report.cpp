@@ -15,6 +15,8 @@
 
 #include "headroom/sources/parse.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/util/text.h"
+#include "headroom/util/time_format.h"
 #include "headroom/util/units.h"
 
 namespace headroom {
@@ -87,34 +89,10 @@ std::optional<std::int64_t> intAt(const json& j, const char* key) {
   return std::nullopt;
 }
 
-// Comms, paths and reasons come from the kernel and from other machines: control characters
-// (C1 included, so no terminal escape gets through) become '?'. XML forbids them too.
-std::string clean(std::string_view s) {
-  std::string o;
-  o.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      o += '?';
-      continue;
-    }
-    if (c == 0xc2 && i + 1 < s.size()) {
-      auto n = static_cast<unsigned char>(s[i + 1]);
-      if (n >= 0x80 && n <= 0x9f) {
-        o += '?';
-        ++i;
-        continue;
-      }
-    }
-    o += static_cast<char>(c);
-  }
-  return o;
-}
-
 std::string textAt(const json& j, const char* key) {
   const json* v = field(j, key);
   if (!v || !v->is_string()) return {};
-  return clean(v->get_ref<const std::string&>());
+  return printableText(v->get_ref<const std::string&>());
 }
 
 bool flagAt(const json& j, const char* key) {
@@ -146,13 +124,7 @@ std::string changeText(double delta) {
 
 // "2026-12-02 14:03:11 UTC", or with `clock_only` "14:03:11 UTC".
 std::string utcTime(double secs, bool clock_only = false) {
-  auto t = static_cast<std::time_t>(std::floor(secs));
-  std::tm tm{};
-  if (!gmtime_r(&t, &tm)) return "?";
-  std::array<char, 48> buf{};
-  std::size_t n = clock_only ? std::strftime(buf.data(), buf.size(), "%H:%M:%S UTC", &tm)
-                             : std::strftime(buf.data(), buf.size(), "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return std::string(buf.data(), n);
+  return formatUtc(secs, clock_only ? UtcFormat::kClock : UtcFormat::kDateTime);
 }
 
 std::string secondsText(double s) {
@@ -500,7 +472,7 @@ Flight readFlight(const json& rec) {
   std::set<std::string> seen;
   for (const Raw& r : raw) {
     for (const auto& [k, v] : objectAt(*r.point, "parts").items()) {
-      if (auto b = numberOf(&v); b && *b > 0) seen.insert(clean(k));
+      if (auto b = numberOf(&v); b && *b > 0) seen.insert(printableText(k));
     }
   }
   f.kinds.assign(seen.begin(), seen.end());
@@ -518,7 +490,7 @@ Flight readFlight(const json& rec) {
     const json& parts = objectAt(*r.point, "parts");
     std::map<std::string, double> here;
     for (const auto& [k, v] : parts.items()) {
-      if (auto b = numberOf(&v); b && *b > 0) here[clean(k)] = *b;
+      if (auto b = numberOf(&v); b && *b > 0) here[printableText(k)] = *b;
     }
     for (const std::string& k : f.kinds) f.parts[k].push_back(here.count(k) ? here[k] : 0.0);
   }
@@ -637,7 +609,7 @@ Section breakdownSection(const json& rec) {
   if (t.rows.empty()) s.blocks.emplace_back(std::string("the parts are not known: the sample has no attribution"));
   else s.blocks.emplace_back(std::move(t));
   for (const json& n : arrayAt(att, "notes")) {
-    if (n.is_string()) s.blocks.emplace_back("note: " + clean(n.get_ref<const std::string&>()));
+    if (n.is_string()) s.blocks.emplace_back("note: " + printableText(n.get_ref<const std::string&>()));
   }
   auto charged = bytesAt(rec, "charged_bytes");
   if (charged && usage) {
@@ -1330,7 +1302,7 @@ std::string renderReportHtml(const json& record) { return renderDocHtml(buildDoc
 
 Result<double> parseSinceTime(std::string_view text, double now_seconds) {
   std::string_view t = trim(text);
-  auto bad = [&](const char* why) { return makeError(0, fmt::format("\"{}\": {}", clean(text), why)); };
+  auto bad = [&](const char* why) { return makeError(0, fmt::format("\"{}\": {}", printableText(text), why)); };
   if (t.empty()) return bad("empty: give a time or an age");
   static const std::map<char, double> kAgeUnits = {{'s', 1.0}, {'m', 60.0}, {'h', 3600.0}, {'d', 86400.0}, {'w', 604800.0}};
   if (auto u = kAgeUnits.find(t.back()); u != kAgeUnits.end() && t.find_first_of(":- T") == std::string_view::npos) {

@@ -196,4 +196,15 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   return snap;
 }
 
+VictimPlace placeVictim(const OomVictim& v, const Snapshot* snap, const RoleMatcher& roles) {
+  pid_t tgid = v.process();
+  if (snap != nullptr) {
+    // Labelled like its process series (the watched cgroup it is attributed to), so that
+    // PromQL can join the two.
+    if (const ProcessSnapshot* p = snap->findProcess(tgid); p != nullptr && p->sample.comm == v.comm)
+      return {p->cgroup, p->role, p};
+  }
+  return {v.cgroup, roles.match(tgid, 0, v.comm, "", v.cgroup), nullptr};
+}
+
 }  // namespace headroom

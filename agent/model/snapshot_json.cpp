@@ -216,10 +216,6 @@ json toJson(const Snapshot& s) {
   };
 }
 
-std::string dumpJson(const json& j, int indent) {
-  return j.dump(indent, ' ', false, json::error_handler_t::replace);
-}
-
 json toJson(const OomEvent& e) {
   json victims = json::array();
   for (const OomVictim& v : e.victims) {

@@ -22,6 +22,7 @@
 
 #include "headroom/sources/parse.h"
 #include "headroom/probe/probe.h"
+#include "headroom/util/clock.h"
 #include "headroom/util/units.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -33,18 +34,6 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 constexpr std::size_t kPage = 4096;
-
-std::int64_t monoNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-double unixNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 // ---- the child: allocates and touches on command, releases at the end ----------------------
 
@@ -155,11 +144,11 @@ void writeAll(int fd, const std::string& s) {
           (void)touchRange(static_cast<char*>(p), warm, mode, threads, populate_ok);
           ::syscall(SYS_munmap, p, warm);
         }
-        writeAll(out, fmt::format("WARM {}\n", monoNs()));
+        writeAll(out, fmt::format("WARM {}\n", monotonicNs()));
         continue;
       }
       std::size_t bytes = std::strtoull(cmd.c_str() + 2, nullptr, 10);
-      auto t0 = monoNs();
+      auto t0 = monotonicNs();
       void* p = rawMmap(bytes);
       if (p == MAP_FAILED) {
         writeAll(out, fmt::format("ERR {}\n", errno));
@@ -172,7 +161,7 @@ void writeAll(int fd, const std::string& s) {
         continue;
       }
       chunks.emplace_back(static_cast<char*>(p), bytes);
-      writeAll(out, fmt::format("OK {} {} {}\n", bytes, monoNs() - t0, populate_ok ? 1 : 0));
+      writeAll(out, fmt::format("OK {} {} {}\n", bytes, monotonicNs() - t0, populate_ok ? 1 : 0));
     }
   }
 }
@@ -257,7 +246,7 @@ namespace detail {
 
 Result<ProbeReading> readProbeBounds(const FsRoot& fs, const CgroupHierarchy& h, const std::string& path) {
   ProbeReading r;
-  r.time_ns = monoNs();
+  r.time_ns = monotonicNs();
   auto self = h.read(path);
   if (!self) return self.error().wrap(fmt::format("reading cgroup {}", path));
   r.events_high = self->events.getOr("high");
@@ -396,9 +385,9 @@ std::map<std::string, std::int64_t> kernelParts(const Snapshot& s, const std::st
 Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const ProbeOptions& opts) {
   const CgroupHierarchy& h = collector.hierarchy();
   ProbeResult res;
-  res.started_at = unixNow();
-  auto t_start = monoNs();
-  if (opts.chunk == 0) return makeError(0, "--chunk 0: the chunk must be at least 4 MiB");
+  res.started_at = unixSeconds();
+  auto t_start = monotonicNs();
+  if (opts.chunk == 0) return badInput("--chunk 0: the chunk must be at least 4 MiB");
   std::string target = opts.cgroup.empty() ? std::string() : normaliseCgroupPath(opts.cgroup);
   if (target.empty()) {
     auto own = callersMemoryCgroup(fs, h);
@@ -406,7 +395,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     target = *own;
   }
   if (auto d = h.open(target); !d)
-    return makeError(0, fmt::format("--cgroup {}: not a cgroup of the v{} memory hierarchy at {} ({})", target,
+    return badInput(fmt::format("--cgroup {}: not a cgroup of the v{} memory hierarchy at {} ({})", target,
                                     h.version(), fs.display(h.mount().mount_point), d.error().describe()));
   res.cgroup = target;
 
@@ -420,7 +409,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   std::uint64_t room0 = tight->limit > tight->usage_before ? tight->limit - tight->usage_before : 0;
   std::uint64_t margin = opts.stop_margin.value_or(defaultStopMargin(tight->limit));
   if (opts.stop_margin && *opts.stop_margin >= tight->limit)
-    return makeError(0, fmt::format("--stop-margin {} is not smaller than the limit {} of {} ({})",
+    return badInput(fmt::format("--stop-margin {} is not smaller than the limit {} of {} ({})",
                                     formatBytes(*opts.stop_margin), formatBytes(tight->limit), tight->name, tight->kind));
   res.stop_margin_bytes = margin;
   unsigned threads = opts.threads != 0 ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -532,7 +521,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     (void)child->reply(std::chrono::minutes(1));
   }
   (void)child->finish();
-  auto t_release = monoNs();
+  auto t_release = monotonicNs();
   // Back near the start: the probe's own charge gone. With a sub-cgroup that is exact (its
   // usage); without, the target's usage back to where it would be without the probe (a
   // neighbour that grew meanwhile keeps what it took).
@@ -557,7 +546,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     if (std::chrono::steady_clock::now() >= deadline) break;
     ::usleep(20000);
   }
-  res.reclaim_seconds = static_cast<double>(monoNs() - t_release) / 1e9;
+  res.reclaim_seconds = static_cast<double>(monotonicNs() - t_release) / 1e9;
   sub.reset();
   if (auto cg = h.read(target)) res.oom_kills_after = cg->oom_kills.value_or(0);
 
@@ -578,7 +567,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     }
   }
   res.others_growth_bytes = res.overhead_bytes - res.kernel_overhead_bytes;
-  res.duration_seconds = static_cast<double>(monoNs() - t_start) / 1e9;
+  res.duration_seconds = static_cast<double>(monotonicNs() - t_start) / 1e9;
   return res;
 }
 

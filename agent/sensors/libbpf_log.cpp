@@ -1,5 +1,3 @@
-// libbpf's log routed into spdlog, the capture of load failures, and BTF probes of the
-// kernel's tracepoints: what every BPF owner in headroom shares.
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
@@ -9,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "headroom/sensors/sensors.h"
+#include "headroom/sensors/libbpf_log.h"
 
 namespace headroom {
 namespace {
@@ -58,7 +56,5 @@ void routeLibbpfLogToSpdlog() {
   static std::once_flag once;
   std::call_once(once, [] { libbpf_set_print(libbpfPrint); });
 }
-
-bool kernelHasTracepoint(const std::string& name) { return tracepointSignature(name).exists; }
 
 }  // namespace headroom

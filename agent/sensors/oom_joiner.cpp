@@ -2,7 +2,7 @@
 #include <cstdlib>
 
 #include "headroom/sources/kmsg.h"
-#include "headroom/sensors/oom_event.h"
+#include "headroom/sensors/oom_joiner.h"
 
 namespace headroom {
 namespace {

@@ -190,4 +190,15 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   return raw;
 }
 
+Result<SourceRoot> openSourceRoot(const std::string& root) {
+  auto fs = FsRoot::open(root);
+  if (!fs) return fs.error().wrap("--root").as(ErrorKind::kBadInput);
+  SourceRoot r;
+  r.fs = std::make_unique<FsRoot>(std::move(*fs));
+  auto collector = Collector::create(*r.fs);  // holds r.fs: a unique_ptr keeps its address
+  if (!collector) return collector.error().as(ErrorKind::kBadInput);
+  r.collector = std::make_unique<Collector>(std::move(*collector));
+  return r;
+}
+
 }  // namespace headroom

@@ -204,4 +204,17 @@ Result<std::uint64_t> extractSelfReport(const SelfReportSource& src, std::string
   return unexpected(makeError(0, fmt::format("{}: no sample {} in the exposition", where, src.field.substr(7))));
 }
 
+Result<std::uint64_t> readSelfReport(const SelfReportSource& src, const SelfReportFetch& get) {
+  Result<std::string> body = std::string();
+  if (src.kind == SelfReportSource::Kind::kFile) {
+    body = readSelfReportFile(src.location);
+  } else if (get) {
+    body = get(src.location);
+  } else {
+    return makeError(ErrorKind::kUnsupported, fmt::format("{}: no HTTP client here", src.text()));
+  }
+  if (!body) return body.error();
+  return extractSelfReport(src, *body);
+}
+
 }  // namespace headroom

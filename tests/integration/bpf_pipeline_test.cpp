@@ -7,10 +7,13 @@
 #include <csignal>
 #include <thread>
 
-#include "headroom/sensors/sensors.h"
+#include "headroom/sensors/feature_probe.h"
+#include "testing/exit_counter.h"
 
 namespace headroom {
 namespace {
+
+using testing::ExitCounter;
 
 std::optional<std::string> bpfUnavailable() {
   if (::geteuid() != 0) return "loading BPF programs needs root (CAP_BPF + CAP_PERFMON)";

@@ -1,5 +1,6 @@
-// The subcommands, each a plain options struct and a run function; main.cpp turns flags into
-// these structs. Run functions return the process exit code.
+// The subcommands, each a plain options struct (the flags as given) and a run function that
+// parses them, builds the objects of the layers below and prints; main.cpp turns the command
+// line into these structs. Run functions return the process exit code (util/exit_codes.h).
 #pragma once
 
 #include <sys/types.h>
@@ -11,19 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "headroom/sources/collector.h"
 #include "headroom/config/config.h"
 #include "headroom/controller/controller.h"
-#include "headroom/sources/fs_root.h"
-#include "headroom/sensors/sensors.h"
+#include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
 
 namespace headroom::cli {
-
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitBadInput = 2;
-inline constexpr int kExitAborted = 3;  // probe: pressure rose, partial results
 
 struct SnapshotOptions {
   std::string root = "/";
@@ -42,17 +36,6 @@ struct SnapshotOptions {
 };
 
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err);
-
-// The root /proc and /sys are read under, and the collector over its memory hierarchy. An
-// error (a --root that cannot be opened, no memory controller under it) is bad input.
-struct Host {
-  std::unique_ptr<FsRoot> fs;
-  std::unique_ptr<Collector> collector;  // reads through *fs
-};
-Result<Host> openHost(const std::string& root);
-
-// spdlog to stderr, as text or one JSON object per line; callable again (config reload).
-void setupLogging(LogFormat format, const std::string& level);
 
 struct AgentOptions {
   std::string root = "/";                 // --root: where /proc and /sys are read
@@ -90,7 +73,10 @@ struct PolicyFlags {
   std::string margin_floor, margin_growth, margin_step, overhead_factor;
   std::optional<unsigned> max_retries, give_back_after;
 };
+// Errors are bad input.
 Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy base = {});
+// --role-rule's values, each "ROLE=KIND:VALUE"; errors are bad input naming the flag.
+Result<std::vector<RoleRule>> roleRulesFromFlags(const std::vector<std::string>& specs);
 
 struct RunOptions {
   std::string root = "/";

@@ -11,14 +11,13 @@
 
 #include "headroom/controller/controller.h"
 #include "headroom/exporter/http.h"
+#include "headroom/util/logging.h"
 #include "headroom/util/result.h"
 #include "headroom/model/roles.h"
 #include "headroom/sensors/config.h"
 
 namespace headroom {
 
-enum class LogFormat { kText, kJson };
-const char* toString(LogFormat f);
 
 // [budget]: the prover's budget, recomputed every tick and served on /v1/budget.
 struct BudgetConfig {

@@ -1,7 +1,6 @@
 // The Prometheus side of the agent: one fixed catalogue of metric families (name, type, labels,
 // help: the list docs/metrics.md is checked against) and the rendering of each tick's model
-// into them with prometheus-cpp, label cardinality bounded by configuration; and the budget's
-// JSON document, which the agent serves and `headroom budget` prints alike.
+// into them with prometheus-cpp, label cardinality bounded by configuration.
 #pragma once
 
 #include <cstddef>
@@ -118,9 +117,5 @@ class Exporter {
   ExporterLimits limits_;
   std::unique_ptr<State> state_;
 };
-
-// The /v1/budget document: the decision with the inputs it came from and what the controller
-// has learned (`learned`), at `unix_time` (seconds since the epoch).
-nlohmann::json budgetJson(const BudgetDecision& d, const ControllerState& learned, double unix_time);
 
 }  // namespace headroom

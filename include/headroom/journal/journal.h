@@ -1,11 +1,8 @@
-// The OOM journal: one durable, checksummed record per OOM kill (append-only, fsync'd, a torn
-// or corrupt tail set aside and counted, rotation under a size cap), the flight recorder that
-// keeps the last seconds of per-cgroup samples, and the record's contents built from the model.
+// The OOM journal's file: one durable, checksummed record per OOM kill (append-only, fsync'd, a
+// torn or corrupt tail set aside and counted, rotation under a size cap), and its reader.
 #pragma once
 
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,10 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/controller/controller.h"
-#include "headroom/sensors/oom_event.h"
 #include "headroom/util/result.h"
-#include "headroom/model/snapshot.h"
 
 namespace headroom {
 
@@ -104,75 +98,5 @@ struct JournalContents {
 // error naming it). Never modifies anything: safe on a copy from another machine, and on a
 // journal being written (a rotation between the two reads yields no record twice).
 Result<JournalContents> readJournal(const std::string& path);
-
-// ---- the flight recorder (pure) ----
-// One cgroup at one sample, compact: what the report draws.
-struct FlightPoint {
-  std::int64_t wall_time_ns = 0;
-  std::int64_t completed_monotonic_ns = 0;  // the sample's last read (0: unknown); not serialised
-  std::uint64_t usage = 0;
-  std::optional<std::uint64_t> limit;  // the tightest bound's limit
-  std::map<std::string, std::uint64_t> parts;  // PartKind name -> bytes (see snapshot.h)
-  std::optional<std::uint64_t> self_reported;   // what the prover said it used, when known
-};
-// {time (unix seconds, float), usage_bytes, limit_bytes, parts, self_reported_bytes}: null when absent.
-nlohmann::json toJson(const FlightPoint& p);
-
-class FlightRecorder {
- public:
-  FlightRecorder(std::int64_t window_ns = 60'000'000'000, std::size_t max_cgroups = 256)
-      : window_ns_(window_ns), max_cgroups_(max_cgroups) {}
-  // Records every cgroup of the snapshot (the largest max_cgroups of them, in the snapshot's
-  // order); drops points older than the window and cgroups not seen for a whole window. Beyond
-  // max_cgroups, the cgroups seen longest ago are dropped first. Age is measured on the
-  // snapshot's monotonic clock (wall clock when it has none), so a wall-clock step cannot keep
-  // or drop points. `self_reported`: by cgroup, what the prover said it used.
-  void record(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported = {});
-  // The points kept for a cgroup (oldest first); empty when unknown.
-  std::vector<FlightPoint> points(const std::string& cgroup) const;
-  // Takes effect at the next record().
-  void setWindow(std::int64_t window_ns) { window_ns_ = window_ns; }
-  std::int64_t window() const { return window_ns_; }
-  std::size_t cgroups() const { return rings_.size(); }
-
- private:
-  struct Entry {
-    std::int64_t age_ns;  // the snapshot's monotonic time (wall when it has none)
-    FlightPoint point;
-  };
-  std::int64_t window_ns_;
-  std::size_t max_cgroups_;
-  std::map<std::string, std::deque<Entry>> rings_;
-};
-
-// ---- the record (pure) ----
-struct HostInfo {
-  std::string hostname, kernel, agent_version;
-};
-// The cgroup a record is about, normalised like snapshot paths: the OOM domain when the kernel
-// named one, else the (first) victim's cgroup, else the trigger's. With the last sample: the
-// domain when that sample holds it (the agent samples the cgroups its processes live in, which
-// the domain, often an ancestor holding the limit, need not be), else the victim's cgroup or
-// its nearest sampled ancestor inside the domain; when none was sampled, the path as above.
-// Use it for RecordContext::cgroup and FlightRecorder::points.
-std::string oomRecordCgroup(const OomEvent& e, const Snapshot* last = nullptr);
-
-struct RecordContext {
-  const OomEvent* event = nullptr;                 // required
-  const Snapshot* last = nullptr;                  // the last sample before the kill (may be null)
-  std::vector<FlightPoint> flight;                 // for the cgroup that died
-  std::int64_t flight_window_ns = 60'000'000'000;  // the recorder's window (flight.window_seconds)
-  std::string cgroup;                              // that cgroup; empty: oomRecordCgroup(*event, last)
-  const BudgetDecision* budget = nullptr;          // the budget in force (an invalid one is recorded as null)
-  std::optional<std::uint64_t> self_reported;      // what the prover believed it used at the kill
-  std::vector<SensorStatus> sensors;               // empty: the last sample's
-  HostInfo host;
-  std::size_t top_per_role = 10;
-};
-// The record's JSON (schema in docs/journal.md): version, time, event (with the kernel's task
-// dump), cgroup (memory, attribution, bounds at the last sample), processes (top per role with
-// RSS/PSS parts, page tables, pinned, device), budget, self_reported vs charged, sensors, host,
-// flight (the recorder's points).
-nlohmann::json makeOomRecord(const RecordContext& ctx);
 
 }  // namespace headroom

@@ -16,6 +16,7 @@
 #include "headroom/sources/procfs.h"
 #include "headroom/model/roles.h"
 #include "headroom/sensors/readings.h"
+#include "headroom/sources/oom_report.h"
 
 namespace headroom {
 
@@ -153,6 +154,17 @@ inline constexpr std::uint64_t kKernelStackBytes = 16 * 1024;
 
 // Splits one cgroup's usage given the processes in its subtree (pure).
 Attribution attributeCgroup(const CgroupMemory& cg, const std::vector<const ProcessSample*>& procs);
+
+// Where an OOM victim belongs, for its metrics and the budget: the process of the same pid and
+// comm in `snap` (a reused pid is not taken for it) with its watched cgroup and role; else,
+// when it started and died between two samples, its own memory cgroup and the role the rules
+// give it.
+struct VictimPlace {
+  std::string cgroup;
+  Role role = Role::kSystem;
+  const ProcessSnapshot* process = nullptr;  // in `snap`, when it was there
+};
+VictimPlace placeVictim(const OomVictim& v, const Snapshot* snap, const RoleMatcher& roles);
 
 // Builds the snapshot from one collection and what the sensors knew of it.
 std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {});

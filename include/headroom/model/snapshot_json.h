@@ -6,6 +6,7 @@
 
 #include "headroom/sensors/oom_event.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/util/json.h"
 
 namespace headroom {
 
@@ -22,8 +23,5 @@ nlohmann::json toJson(const CgroupMemory& c);     // a cgroup's "memory"
 nlohmann::json toJson(const Bound& b);            // one of "bounds", "tightest_bound"
 nlohmann::json toJson(const ProcessSnapshot& p);  // one of "processes"
 nlohmann::json toJson(const SensorStatus& s);     // one of "sensors"
-
-// Dumps JSON without ever throwing on bytes that are not UTF-8 (comms, command lines).
-std::string dumpJson(const nlohmann::json& j, int indent = -1);
 
 }  // namespace headroom

@@ -1,6 +1,7 @@
-// BPF sensors: owners of the libbpf skeletons (open -> set rodata and map sizes -> load ->
-// attach, each step checked, RAII), the ring-buffer consumer, and the /dev/kmsg OOM source.
-// Every sensor reports its state; one that cannot attach never stops the others.
+// The sensors: the owner of headroom's BPF object (open -> rodata and map sizes -> load ->
+// attach, each step checked, RAII), its rings' consumer, the per-process maps, the CUDA uprobes,
+// and the /dev/kmsg OOM source. Every sensor reports its state; one that cannot attach never
+// stops the others (the programs are declared once in sensors/detail/program_table.h).
 #pragma once
 
 #include <sys/types.h>
@@ -12,66 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "headroom/sensors/config.h"
+#include "headroom/sensors/libbpf_log.h"
+#include "headroom/sensors/oom_event.h"
+#include "headroom/sensors/readings.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/fs_root.h"
 #include "headroom/sources/procfs.h"
-#include "headroom/sensors/config.h"
-#include "headroom/sensors/oom_event.h"
 #include "headroom/util/result.h"
-#include "headroom/sensors/readings.h"
-
-struct exitcount_bpf;
-struct btf;
 
 namespace headroom {
-
-// Routes libbpf's own log lines into spdlog (once per process; idempotent).
-void routeLibbpfLogToSpdlog();
-
-namespace detail {
-// Keeps libbpf's warnings on this thread while it lives (to learn which program failed).
-class LibbpfLogCapture {
- public:
-  LibbpfLogCapture();
-  ~LibbpfLogCapture();
-  LibbpfLogCapture(const LibbpfLogCapture&) = delete;
-  LibbpfLogCapture& operator=(const LibbpfLogCapture&) = delete;
-  const std::string& text() const { return text_; }
-
- private:
-  std::string text_;
-  std::string* previous_;
-};
-// The program named in libbpf's "prog 'NAME': failed to load", or "".
-std::string failedProgram(const std::string& log);
-}  // namespace detail
-
-// Whether this kernel exposes a tracepoint, told by BTF alone (no tracefs needed):
-// a `btf_trace_<name>` typedef exists for every tracepoint the kernel has.
-bool kernelHasTracepoint(const std::string& name);
-
-struct ExitCount {
-  std::uint64_t thread_exits = 0;
-  bool group_dead = false;
-  int exit_code = 0;  // wait-status style: (status << 8) | terminating signal
-};
-
-class ExitCounter {
- public:
-  // Opens, sizes the map to `max_groups`, loads and attaches; each step's failure is an error
-  // that says which step.
-  static Result<ExitCounter> start(std::uint32_t max_groups = 4096);
-
-  std::optional<ExitCount> lookup(pid_t tgid) const;
-  std::uint64_t totalExits() const;
-
- private:
-  struct SkelDeleter {
-    void operator()(exitcount_bpf* s) const;
-  };
-  explicit ExitCounter(std::unique_ptr<exitcount_bpf, SkelDeleter> s) : skel_(std::move(s)) {}
-  std::unique_ptr<exitcount_bpf, SkelDeleter> skel_;
-};
 
 class Sensors {
  public:
@@ -109,15 +60,5 @@ class Sensors {
   explicit Sensors(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Which of two tracepoint signatures this kernel has, told by BTF: the number of arguments of
-// btf_trace_<name> (without the leading void *) and whether the first is a pointer.
-struct TracepointSignature {
-  bool exists = false;
-  int args = 0;
-  bool first_is_pointer = false;
-};
-// `vmlinux`: the kernel's BTF when the caller holds it (else it is loaded for this call).
-TracepointSignature tracepointSignature(const std::string& name, const ::btf* vmlinux = nullptr);
 
 }  // namespace headroom

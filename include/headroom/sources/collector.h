@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,5 +83,15 @@ class Collector {
   CgroupMounts mounts_;
   CgroupHierarchy hierarchy_;
 };
+
+// What every subcommand opens first: the root /proc and /sys are read under (--root: "/" live, a
+// container's view of the host, a fixture tree), and the collector over the memory hierarchy
+// found there. The collector holds the root: both live as long as this.
+struct SourceRoot {
+  std::unique_ptr<FsRoot> fs;
+  std::unique_ptr<Collector> collector;  // reads through *fs
+};
+// Errors (a root that cannot be opened, no memory controller under it) are the caller's bad input.
+Result<SourceRoot> openSourceRoot(const std::string& root);
 
 }  // namespace headroom

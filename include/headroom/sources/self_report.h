@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <functional>
 #include <string_view>
 
 #include "headroom/util/result.h"
@@ -34,5 +35,11 @@ Result<std::string> readSelfReportFile(const std::string& path);
 
 // The bytes the body says, per `field`. Errors say what was looked for and what was found.
 Result<std::uint64_t> extractSelfReport(const SelfReportSource& src, std::string_view body);
+
+// What the prover says now: the file read, or the URL fetched with `get` (the caller's HTTP
+// client: a short timeout, so a slow endpoint cannot stall a sample), and the bytes taken from
+// the body. Without `get` a URL is unsupported.
+using SelfReportFetch = std::function<Result<std::string>(const std::string& url)>;
+Result<std::uint64_t> readSelfReport(const SelfReportSource& src, const SelfReportFetch& get = {});
 
 }  // namespace headroom

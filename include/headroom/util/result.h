@@ -1,5 +1,6 @@
 // Result<T>: expected failures as values, shaped like std::expected so it can become one later.
-// Error carries an errno-style code and a human context chain ("reading memory.stat of X: ENOENT").
+// Error carries a kind, an errno value when the system gave one, and a human context chain
+// ("reading memory.stat of X: No such file or directory").
 #pragma once
 
 #include <cerrno>
@@ -11,11 +12,30 @@
 
 namespace headroom {
 
+// What kind of failure an error is, for whoever must act on it: the CLI turns kinds into exit
+// codes (cli/exit_codes.h), never the message's words.
+enum class ErrorKind {
+  kIo,             // the system refused a read, a write or a call (`code` says which errno)
+  kBadInput,       // what a user gave is wrong: a flag, a config value, a path to use
+  kBadData,        // what was read is malformed: garbage, a truncated file, a damaged record
+  kNotFound,       // what was asked for does not exist: a file, a cgroup, a process
+  kNotPermitted,   // the system said EPERM or EACCES
+  kUnsupported,    // this kernel or machine cannot do it: no memory controller, no BPF, no tracepoint
+  kUnavailable,    // the answer is no, for now: no room for a budget, no decision yet
+  kNotPlaced,      // a command could not be placed where it must run (its cgroup): a shell's 126
+  kNotStarted,     // a command could not be executed: a shell's 127
+};
+const char* toString(ErrorKind k);
+
+// The kind an errno value says: 0 (a content error) is bad data.
+ErrorKind kindOfErrno(int code);
+
 struct Error {
-  int code = 0;         // errno value, or 0 for a content error (garbage, truncated)
+  ErrorKind kind = ErrorKind::kBadData;
+  int code = 0;         // errno value, or 0 when the system said none
   std::string message;  // what was being done, outermost context first
 
-  // "reading X: No such file or directory (ENOENT)"
+  // "reading X: No such file or directory"
   std::string describe() const {
     if (code == 0) return message;
     return message + ": " + std::strerror(code);
@@ -23,12 +43,18 @@ struct Error {
 
   // Prepends context: err.wrap("reading memory.stat of /a") -> "reading memory.stat of /a: <old>".
   Error wrap(const std::string& context) const {
-    return Error{code, message.empty() ? context : context + ": " + message};
+    return Error{kind, code, message.empty() ? context : context + ": " + message};
   }
+  // The same failure judged by a caller that knows more: a --config file that cannot be read
+  // is the user's bad input, whatever errno the read gave.
+  Error as(ErrorKind k) const { return Error{k, code, message}; }
 };
 
-inline Error makeError(int code, std::string message) { return Error{code, std::move(message)}; }
-inline Error errnoError(std::string message) { return Error{errno, std::move(message)}; }
+// The kind follows from `code` (kindOfErrno).
+inline Error makeError(int code, std::string message) { return Error{kindOfErrno(code), code, std::move(message)}; }
+inline Error errnoError(std::string message) { return makeError(errno, std::move(message)); }
+inline Error makeError(ErrorKind kind, std::string message, int code = 0) { return Error{kind, code, std::move(message)}; }
+inline Error badInput(std::string message) { return Error{ErrorKind::kBadInput, 0, std::move(message)}; }
 
 // Tag so that Result<Error> stays unambiguous; use unexpected(err) like std::unexpected.
 struct Unexpected {
@@ -80,6 +106,11 @@ class [[nodiscard]] Result {
   Result wrap(const std::string& context) && {
     if (has_value()) return std::move(*this);
     return error().wrap(context);
+  }
+  // Judges an error anew (Error::as), passes a value through.
+  Result as(ErrorKind k) && {
+    if (has_value()) return std::move(*this);
+    return error().as(k);
   }
 
  private:

@@ -1,3 +1,4 @@
+#include "headroom/controller/budget_document.h"
 #include "headroom/exporter/exporter.h"
 
 #include <fmt/format.h>
@@ -727,7 +728,7 @@ TEST(BudgetJson, MirrorsTheDecisionItsInputsAndWhatWasLearned) {
   c.onOomKill(k);
   BudgetDecision d = fixtureDecision(t, c);
   d.inputs.probe = ProbeFinding{2 * kGiB, 3 * kGiB, d.time_ns - 5'000'000'000};
-  const nlohmann::json j = budgetJson(d, c.state(), 1700000000.5);
+  const nlohmann::json j = budgetDocument(d, c.state(), 1700000000.5);
 
   EXPECT_EQ(j["valid"], d.valid);
   EXPECT_EQ(j["budget_bytes"], d.budget);
@@ -782,7 +783,7 @@ TEST(BudgetJson, MirrorsTheDecisionItsInputsAndWhatWasLearned) {
   // Nothing learned, no probe: nulls, not missing keys.
   testing::FixtureTree t2;
   BudgetController fresh(BudgetPolicy{});
-  const nlohmann::json f = budgetJson(fixtureDecision(t2, fresh), fresh.state(), 0);
+  const nlohmann::json f = budgetDocument(fixtureDecision(t2, fresh), fresh.state(), 0);
   EXPECT_TRUE(f["inputs"]["probe"].is_null());
   EXPECT_TRUE(f["learned"]["last_kill"].is_null());
   EXPECT_TRUE(f["learned"]["history"].empty());

@@ -1,3 +1,4 @@
+#include "headroom/journal/flight_recorder.h"
 #include "headroom/journal/journal.h"
 
 #include <fcntl.h>

@@ -1,4 +1,5 @@
 #include "headroom/journal/journal.h"
+#include "headroom/journal/oom_record.h"
 
 #include <gtest/gtest.h>
 

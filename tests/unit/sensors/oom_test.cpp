@@ -4,7 +4,7 @@
 #include <csignal>
 
 #include "headroom/sources/kmsg.h"
-#include "headroom/sensors/oom_event.h"
+#include "headroom/sensors/oom_joiner.h"
 
 namespace headroom {
 namespace {

@@ -1,6 +1,5 @@
-// The process's logging: spdlog to stderr (stdout carries tables and JSON), as text or as one
-// JSON object per line for log shippers.
-#include <fmt/chrono.h>
+#include "headroom/util/logging.h"
+
 #include <spdlog/formatter.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -8,10 +7,10 @@
 
 #include <chrono>
 
-#include "headroom/cli/commands.h"
-#include "headroom/model/snapshot_json.h"
+#include "headroom/util/json.h"
+#include "headroom/util/time_format.h"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 // {"time":"2026-12-02T11:02:44.123Z","level":"info","logger":"headroom","msg":"..."}
@@ -19,17 +18,14 @@ class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
-    std::time_t secs = static_cast<std::time_t>(ms / 1000);
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
     nlohmann::json j = {
-        {"time", fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", tm, static_cast<int>(ms % 1000))},
+        {"time", formatUtcMs(ms, UtcFormat::kIsoMillis)},
         {"level", std::string(spdlog::level::to_string_view(msg.level).data(),
                               spdlog::level::to_string_view(msg.level).size())},
         {"logger", std::string(msg.logger_name.data(), msg.logger_name.size())},
         {"msg", std::string(msg.payload.data(), msg.payload.size())},
     };
-    std::string line = dumpJson(j);
+    std::string line = dumpJson(j);  // a message may quote bytes that are not UTF-8 (a comm)
     line.push_back('\n');
     dest.append(line.data(), line.data() + line.size());
   }
@@ -37,6 +33,14 @@ class JsonFormatter final : public spdlog::formatter {
 };
 
 }  // namespace
+
+const char* toString(LogFormat f) {
+  switch (f) {
+    case LogFormat::kText: return "text";
+    case LogFormat::kJson: return "json";
+  }
+  return "?";
+}
 
 void setupLogging(LogFormat format, const std::string& level) {
   auto logger = spdlog::get("headroom");
@@ -53,4 +57,4 @@ void setupLogging(LogFormat format, const std::string& level) {
   logger->flush_on(spdlog::level::info);
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "testing/exit_counter.h"
+
+#include "exitcount.h"
 #include "exitcount.skel.h"
-#include "events.h"
+#include "headroom/sensors/feature_probe.h"
 #include "headroom/sensors/sensors.h"
 
-namespace headroom {
+namespace headroom::testing {
 
 void ExitCounter::SkelDeleter::operator()(exitcount_bpf* s) const { exitcount_bpf__destroy(s); }
 
@@ -36,4 +39,4 @@ std::uint64_t ExitCounter::totalExits() const {
   return __atomic_load_n(&skel_->bss->total_exits, __ATOMIC_RELAXED);
 }
 
-}  // namespace headroom
+}  // namespace headroom::testing

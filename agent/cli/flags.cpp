@@ -1,4 +1,5 @@
-// The budget policy's flags, shared by `headroom run` and `headroom budget`.
+// Flags more than one subcommand takes: the budget policy's (`run`, `budget`) and --role-rule
+// (`snapshot`, `budget`).
 #include <fmt/format.h>
 
 #include <charconv>
@@ -13,7 +14,7 @@ Result<double> parseFactor(const std::string& flag, const std::string& text) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size())
-    return unexpected(makeError(0, fmt::format("{} \"{}\": not a number (e.g. 1.5)", flag, text)));
+    return badInput(fmt::format("{} \"{}\": not a number (e.g. 1.5)", flag, text));
   return v;
 }
 
@@ -23,7 +24,7 @@ Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy p) {
   auto size = [](const std::string& flag, const std::string& text, std::uint64_t& into) -> Status {
     if (text.empty()) return ok();
     auto v = parseSize(text);
-    if (!v) return unexpected(makeError(0, fmt::format("{} \"{}\": {}", flag, text, v.error().describe())));
+    if (!v) return badInput(fmt::format("{} \"{}\": {}", flag, text, v.error().describe()));
     into = *v;
     return ok();
   };
@@ -48,9 +49,20 @@ Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy p) {
                              {"max_retries", "--max-retries"}, {"give_back_after", "--give-back-after"}}) {
       if (msg.rfind(key, 0) == 0) msg = flag + msg.substr(std::string_view(key).size());
     }
-    return unexpected(makeError(0, msg));
+    return badInput(msg);
   }
   return p;
+}
+
+Result<std::vector<RoleRule>> roleRulesFromFlags(const std::vector<std::string>& specs) {
+  std::vector<RoleRule> rules;
+  rules.reserve(specs.size());
+  for (const std::string& spec : specs) {
+    auto r = parseRoleRule(spec);
+    if (!r) return r.error().wrap("--role-rule").as(ErrorKind::kBadInput);
+    rules.push_back(std::move(*r));
+  }
+  return rules;
 }
 
 }  // namespace headroom::cli

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Counts task exits per thread group and records the group's exit code when its last task
- * goes. The first program of headroom's BPF pipeline (CO-RE, skeleton, C++ owner); the exit
- * sensor proper builds on it. tp_btf needs no tracefs. */
+/* A test program: counts task exits per thread group and records the group's exit code when its
+ * last task goes. It was the first program of headroom's BPF pipeline (CO-RE, skeleton, C++
+ * owner); tests/integration/bpf_pipeline_test.cpp keeps that pipeline checked on its own, apart
+ * from the sensors. tp_btf needs no tracefs. */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "events.h"
+#include "exitcount.h"
 
 #ifndef SIGNAL_GROUP_EXIT
 #define SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h */

@@ -1,0 +1,477 @@
+// The agent's main thread: the sampling loop and everything it drives. See daemon/agent.h.
+#include "headroom/daemon/agent.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <set>
+
+#include "headroom/daemon/http_api.h"
+#include "headroom/daemon/incidents.h"
+#include "headroom/daemon/prover_budget.h"
+#include "headroom/exporter/exporter.h"
+#include "headroom/exporter/http.h"
+#include "headroom/model/snapshot.h"
+#include "headroom/sensors/sensors.h"
+#include "headroom/sources/cgroup_index.h"
+#include "headroom/sources/collector.h"
+#include "headroom/sources/procfs.h"
+#include "headroom/sources/self_report.h"
+#include "headroom/util/clock.h"
+#include "headroom/util/logging.h"
+#include "headroom/util/warn_once.h"
+#include "headroom/version.h"
+
+namespace headroom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
+
+extern "C" void onAgentSignal(int sig) {
+  if (sig == SIGHUP) g_reload = true;
+  else g_stop = true;
+}
+
+// Tells systemd (when NOTIFY_SOCKET says it listens; a no-op otherwise).
+void notify(const std::string& state) { sd_notify(0, state.c_str()); }
+
+ExporterLimits limitsOf(const AgentConfig& c) {
+  ExporterLimits l;
+  l.top_processes = c.top_processes;
+  l.max_cgroups = c.max_cgroups;
+  l.max_series = c.max_series;
+  return l;
+}
+
+ApiSettings apiSettingsOf(const AgentConfig& c) {
+  ApiSettings s;
+  s.probe_enabled = c.probe_enabled;
+  s.probe_min_interval = c.probe_min_interval;
+  s.probe_cgroup = c.probe_cgroup;
+  s.recent_ooms = c.recent_ooms;
+  return s;
+}
+
+// The prover's self-report over HTTP: short, a slow prover endpoint must not stall the sample.
+Result<std::string> fetchSelfReport(const std::string& url) {
+  auto r = httpGet(url, std::chrono::milliseconds(500));
+  if (!r) return r.error();
+  if (r->status != 200) return makeError(ErrorKind::kIo, fmt::format("GET {}: HTTP {}", url, r->status));
+  return std::move(r->body);
+}
+
+constexpr const char* kSampling = "sampling";
+constexpr const char* kSelfReport = "self-report";
+
+}  // namespace
+
+void installAgentSignalHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = onAgentSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+struct Agent::Impl {
+  Impl(AgentSetup setup, SourceRoot source, FsRoot self_fs, std::vector<std::string> probe_command,
+       std::string probe_unavailable)
+      : setup_(std::move(setup)),
+        cfg_(setup_.config),
+        source_(std::move(source)),
+        self_fs_(std::move(self_fs)),
+        index_(source_.collector->hierarchy()),
+        roles_(cfg_.role_rules),
+        exporter_(limitsOf(cfg_)),
+        api_(exporter_, std::move(probe_command), std::move(probe_unavailable)),
+        budget_(cfg_.budget, cfg_.role_rules, ProverBudget::Options{}) {
+    self_.start_time_seconds = unixSeconds();
+  }
+  ~Impl() { server_.reset(); }  // no HTTP thread may outlive what it reads
+
+  Status run();
+  void startSensors();
+  void sample();
+  // The prover's cgroup is sampled whatever else is watched, and when it holds no process yet
+  // (a launch script asks before the prover starts) it is read with its ancestors for the bounds.
+  void addBudgetCgroup(RawSample& raw) const;
+  std::optional<SamplePublication::Budget> updateBudget(const Snapshot& snap);
+  void readSelfReport();
+  std::size_t consumeEvents();  // returns the OOM kills among them
+  void handleOom(const OomEvent& e);
+  bool kernelOomSource() const;
+  void reload();
+  void updateSelf();
+  SensorCounters counters() const;  // monotonic across sensor restarts
+
+  AgentSetup setup_;
+  AgentConfig cfg_;
+  SourceRoot source_;
+  FsRoot self_fs_;  // the live / for the agent's own footprint, whatever --root says
+  CgroupIndex index_;
+  RoleMatcher roles_;
+  Exporter exporter_;
+  HttpApi api_;
+  std::unique_ptr<HttpServer> server_;  // after api_: destroyed before what it calls
+  std::unique_ptr<Sensors> sensors_;
+  ProverBudget budget_;
+  IncidentJournal incidents_;
+  CountedOoms counted_;
+  AgentSelf self_;
+  HostIdentity host_;
+  WarnOnce once_;
+  std::optional<SelfReportSource> self_src_;
+  std::optional<std::uint64_t> self_reported_;  // the prover's word at the last sample
+  std::set<pid_t> cuda_checked_;                // pids whose maps were searched for libcuda
+  std::vector<std::string> last_missing_;       // watched cgroups missing at the last sample
+  std::vector<std::uint64_t> tracked_ids_;      // what the BPF cgroup filter holds
+  SensorCounters counter_base_;                 // what sensors stopped by a reload had counted
+  Clock::time_point last_sample_start_{};
+};
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() = default;
+
+Result<std::unique_ptr<Agent>> Agent::create(AgentSetup setup) {
+  auto source = openSourceRoot(setup.root);
+  if (!source) return source.error();
+  auto self_fs = FsRoot::open("/");
+  if (!self_fs) return self_fs.error();
+  // POST /v1/probe runs this binary's `probe`: found now, said when asked.
+  std::vector<std::string> probe_command;
+  std::string probe_unavailable;
+  if (auto exe = self_fs->readLink("/proc/self/exe")) probe_command = {*exe, "--root", setup.root};
+  else probe_unavailable = exe.error().describe();
+  return std::unique_ptr<Agent>(new Agent(std::make_unique<Impl>(std::move(setup), std::move(*source), std::move(*self_fs),
+                                                                 std::move(probe_command), std::move(probe_unavailable))));
+}
+
+Status Agent::run() { return impl_->run(); }
+
+void Agent::Impl::startSensors() {
+  SensorsConfig sc = cfg_.sensors;
+  // Watching some cgroups: the per-process programs count only those (filtered in the kernel).
+  if (!cfg_.cgroups.empty()) {
+    tracked_ids_ = index_.idsOf(cfg_.cgroups);
+    sc.tracked_cgroups = tracked_ids_;
+  } else {
+    tracked_ids_.clear();
+  }
+  // The sensors read the live kernel: a fixture root has none.
+  if (!source_.fs->isLive()) {
+    sc.bpf = false;
+    sc.kmsg = false;
+  }
+  sensors_ = Sensors::start(*source_.fs, sc, source_.collector->mounts());
+  cuda_checked_.clear();  // Sensors::start logged each sensor's state
+  api_.publishSensors(sensors_->status());
+}
+
+void Agent::Impl::addBudgetCgroup(RawSample& raw) const {
+  std::string path = budget_.cgroup();
+  if (path.empty()) return;
+  auto has = [&](const std::string& p) {
+    return std::any_of(raw.cgroups.begin(), raw.cgroups.end(), [&](const CgroupMemory& c) { return c.path == p; });
+  };
+  if (has(path)) return;
+  const CgroupHierarchy& h = source_.collector->hierarchy();
+  auto cg = h.read(path);
+  if (!cg) return;  // the budget says it is not there
+  for (auto parent = parentCgroup(path); parent; parent = parentCgroup(*parent)) {
+    if (raw.ancestors.count(*parent) != 0 || has(*parent)) continue;
+    if (auto a = h.read(*parent)) raw.ancestors.emplace(*parent, std::move(*a));
+  }
+  raw.cgroups.push_back(std::move(*cg));
+}
+
+void Agent::Impl::readSelfReport() {
+  self_reported_.reset();
+  if (!self_src_) return;
+  auto v = headroom::readSelfReport(*self_src_, fetchSelfReport);
+  if (!v) {
+    ++self_.self_report_failures_total;
+    once_.say(kSelfReport, fmt::format("prover.self_report: {}", v.error().describe()));
+    return;
+  }
+  once_.clear(kSelfReport, "prover.self_report reads again");
+  self_reported_ = *v;
+}
+
+std::optional<SamplePublication::Budget> Agent::Impl::updateBudget(const Snapshot& snap) {
+  auto probe_of = [this](const std::string& cgroup) { return api_.probeFinding(cgroup); };
+  auto u = budget_.update(snap, self_reported_, probe_of, api_.probeActive());
+  if (!u) return std::nullopt;
+  if (u->decision) exporter_.recordBudget(*u->decision);
+  else exporter_.clearBudget();
+  if (u->gave_back) exporter_.countMarginChange(u->cgroup, "give_back");
+  return SamplePublication::Budget{jsonResponse(u->http_status, u->document), u->cgroup, u->prover_usage};
+}
+
+bool Agent::Impl::kernelOomSource() const {
+  return std::any_of(sensors_->status().begin(), sensors_->status().end(), [](const SensorStatus& s) {
+    return (s.name == "oom" || s.name == "kmsg") && s.state == SensorState::kActive;
+  });
+}
+
+void Agent::Impl::handleOom(const OomEvent& e) {
+  std::shared_ptr<const Snapshot> last = incidents_.last();
+  double when = e.wall_time_ns > 0 ? static_cast<double>(e.wall_time_ns) / 1e9 : unixSeconds();
+  for (const OomVictim& v : e.victims) {
+    if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
+    VictimPlace place = placeVictim(v, last.get(), roles_);
+    exporter_.recordOomKill(place.cgroup.empty() ? "unknown" : place.cgroup, place.role, v.comm, when);
+  }
+  // Counted kills no gone process could stand for: counted still, the process unknown.
+  if (e.from_counter) {
+    for (std::size_t i = e.victims.size(); i < e.counted_kills; ++i)
+      exporter_.recordOomKill(e.counter_cgroup, roles_.match(0, 0, "", "", e.counter_cgroup), "unknown", when);
+  }
+  spdlog::warn("{}", describeOom(e));
+  // The record first: it holds the budget in force at the kill, before the kill grows it.
+  IncidentFacts facts{&budget_, self_reported_, sensors_->status(), host_, cfg_.top_processes};
+  if (auto id = incidents_.record(e, facts)) {
+    if (*id) {
+      spdlog::info("journal: OOM kill recorded as record {} in {} (headroom report --id {})", **id,
+                   incidents_.writer()->path(), **id);
+    } else {
+      ++self_.journal_write_failures_total;
+      spdlog::error("journal: the OOM kill could not be recorded: {}", id->error().describe());
+    }
+  }
+  if (budget_.onOomKill(e, last.get(), roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
+  api_.publishOom(e);
+}
+
+std::size_t Agent::Impl::consumeEvents() {
+  std::size_t n = 0;
+  for (OomEvent& e : sensors_->takeOomEvents()) {
+    ++n;
+    handleOom(e);
+  }
+  // Exits feed `headroom run`'s verdicts; the agent only keeps the rings drained.
+  (void)sensors_->takeExitEvents();
+  return n;
+}
+
+void Agent::Impl::reload() {
+  spdlog::info("SIGHUP: reloading the config{}", setup_.config_source.empty() ? "" : " from " + setup_.config_source);
+  notify("RELOADING=1");
+  Result<AgentConfig> cfg = setup_.reload ? setup_.reload() : Result<AgentConfig>(cfg_);
+  if (!cfg) {
+    ++self_.config_reload_failures_total;
+    spdlog::error("config reload failed, the running config stays: {}", cfg.error().describe());
+    notify("READY=1\nSTATUS=config reload failed; running config kept");
+    return;
+  }
+  if (cfg->listen.text() != cfg_.listen.text())
+    spdlog::warn("listen address {} takes effect at the next start (serving on {})", cfg->listen.text(),
+                 server_ ? server_->address() : cfg_.listen.text());
+  bool sensors_changed = !(cfg->sensors == cfg_.sensors);
+  budget_.reconfigure(cfg->budget, cfg->role_rules);
+  ListenAddress listen = cfg_.listen;
+  cfg_ = std::move(*cfg);
+  cfg_.listen = listen;
+  setupLogging(cfg_.log_format, setup_.log_level.value_or(cfg_.log_level));
+  roles_ = RoleMatcher(cfg_.role_rules);
+  exporter_.setLimits(limitsOf(cfg_));
+  api_.configure(apiSettingsOf(cfg_));
+  self_src_.reset();
+  if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
+  incidents_.configure(cfg_.journal);
+  api_.publishJournal(incidents_.state());
+  if (sensors_changed) {
+    spdlog::info("sensor settings changed: restarting the sensors");
+    (void)consumeEvents();  // nothing waiting in the rings is lost
+    counter_base_ = counters();
+    sensors_.reset();  // detach before attaching again
+    startSensors();
+  }
+  ++self_.config_reloads_total;
+  spdlog::info("config reloaded: {} role rule(s), {} watched cgroup(s), interval {} ms, sensors {}",
+               cfg_.role_rules.size(), cfg_.cgroups.size(), cfg_.interval.count(), sensors_changed ? "restarted" : "kept");
+  notify("READY=1\nSTATUS=config reloaded");
+}
+
+void Agent::Impl::updateSelf() {
+  if (auto st = self_fs_.readFile("/proc/self/status")) {
+    if (auto p = parseProcStatus(*st)) self_.rss_bytes = p->vm_rss;
+  }
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    self_.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                        static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  }
+  if (const JournalWriter* w = incidents_.writer()) {
+    const JournalStats& js = w->stats();
+    self_.journal_up = true;
+    self_.journal_records_total = js.records_written;
+    self_.journal_write_failures_total = std::max(self_.journal_write_failures_total, js.write_failures);
+    self_.journal_damaged_records_total = js.damaged_records;
+    self_.journal_bytes = js.bytes;
+  } else {
+    self_.journal_up = false;
+  }
+}
+
+SensorCounters Agent::Impl::counters() const {
+  SensorCounters c = sensors_->counters();
+  c.oom_ring_drops += counter_base_.oom_ring_drops;
+  c.exit_ring_drops += counter_base_.exit_ring_drops;
+  c.map_full_drops += counter_base_.map_full_drops;
+  c.kmsg_lost += counter_base_.kmsg_lost;
+  c.kmsg_reports_abandoned += counter_base_.kmsg_reports_abandoned;
+  c.events += counter_base_.events;
+  if (!c.last_oom_mark_latency_ns) c.last_oom_mark_latency_ns = counter_base_.last_oom_mark_latency_ns;
+  return c;
+}
+
+void Agent::Impl::sample() {
+  auto t0 = Clock::now();
+  last_sample_start_ = t0;
+  CollectOptions co;
+  co.cgroups = cfg_.cgroups;
+  if (std::string bc = budget_.cgroup(); !bc.empty() && !co.cgroups.empty() &&
+      std::none_of(co.cgroups.begin(), co.cgroups.end(), [&](const std::string& w) { return cgroupIsWithin(bc, w); }))
+    co.cgroups.push_back(bc);
+  co.missing_cgroups_ok = true;
+  co.read_smaps = cfg_.smaps;
+  co.max_processes = cfg_.max_processes;
+  auto raw = source_.collector->collect(co);
+  if (!raw) {
+    ++self_.sample_failures_total;
+    once_.say(kSampling, fmt::format("sampling failed: {}", raw.error().describe()), spdlog::level::err);
+    api_.publishSampleFailure(self_.sample_failures_total, raw.error().describe());
+    return;
+  }
+  if (raw->stats.cgroups_missing != last_missing_) {
+    for (const std::string& c : raw->stats.cgroups_missing)
+      spdlog::warn("watched cgroup {} does not exist (yet, or any more): sampling the rest, and it when it appears", c);
+    last_missing_ = raw->stats.cgroups_missing;
+  }
+  once_.clear(kSampling, "sampling works again");
+  // CUDA libraries: look in the maps of processes not seen before (bounded by the live set).
+  std::vector<pid_t> fresh;
+  std::set<pid_t> live;
+  for (const ProcessSample& p : raw->processes) {
+    live.insert(p.pid);
+    if (!cuda_checked_.count(p.pid)) fresh.push_back(p.pid);
+  }
+  cuda_checked_ = std::move(live);
+  if (!fresh.empty()) sensors_->discoverCuda(fresh);
+  if (!cfg_.cgroups.empty()) {
+    // Descendants that hold processes appear and go: the filter follows them.
+    std::vector<std::string> paths = cfg_.cgroups;
+    for (const CgroupMemory& c : raw->cgroups) paths.push_back(c.path);
+    auto ids = index_.idsOf(paths);
+    if (ids != tracked_ids_) {
+      if (auto st = sensors_->trackCgroups(ids); st) tracked_ids_ = std::move(ids);
+      else spdlog::warn("updating the BPF cgroup filter: {}", st.error().describe());
+    }
+  }
+  SensorReadings readings = sensors_->readings(raw->processes);
+  addBudgetCgroup(*raw);
+  auto snap = buildSnapshot(std::move(*raw), roles_, std::move(readings));
+  readSelfReport();
+  std::map<std::string, std::uint64_t> self_by_cgroup;
+  if (std::string bc = budget_.cgroup(); !bc.empty() && self_reported_) self_by_cgroup[bc] = *self_reported_;
+  incidents_.fly(*snap, self_by_cgroup);
+  // Against the last sample, before this one is kept.
+  for (const OomEvent& e : counted_.update(incidents_.last().get(), *snap, kernelOomSource())) handleOom(e);
+  auto budget = updateBudget(*snap);
+
+  ++self_.samples_total;
+  self_.last_sample_duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  self_.last_sample_timestamp_s = unixSeconds();
+  updateSelf();
+  exporter_.update(*snap, counters(), self_);
+
+  incidents_.keep(snap);
+  api_.publish(SamplePublication{std::move(snap), sensors_->status(),
+                                 std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.interval).count(),
+                                 self_.samples_total, std::move(budget)});
+}
+
+Status Agent::Impl::run() {
+  startSensors();
+  if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
+  {
+    std::array<char, 256> name{};
+    if (::gethostname(name.data(), name.size() - 1) == 0) host_.hostname = name.data();
+    utsname u{};
+    if (::uname(&u) == 0) host_.kernel = u.release;
+    host_.agent_version = std::string(kVersion);
+  }
+  incidents_.configure(cfg_.journal);
+  api_.publishJournal(incidents_.state());
+  api_.configure(apiSettingsOf(cfg_));
+  auto server = HttpServer::start(cfg_.listen, api_.getRoutes(), api_.postRoutes());
+  if (!server) return server.error().wrap("--listen");
+  server_ = std::move(*server);
+  const CgroupHierarchy& h = source_.collector->hierarchy();
+  spdlog::info("headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms{}), cgroup v{} "
+               "memory at {}",
+               kVersion, server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "", h.version(),
+               source_.fs->display(h.mount().mount_point));
+  if (auto w = h.nsWarning()) spdlog::warn("{}", *w);
+  else spdlog::info("memory hierarchy at {}: {}", source_.fs->display(h.mount().mount_point), h.nsDescription());
+
+  std::uint64_t watchdog_usec = 0;
+  bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  auto watchdog_every = std::chrono::microseconds(watchdog_usec / 2);
+  auto next_watchdog = Clock::now();
+
+  sample();
+  notify(fmt::format("READY=1\nSTATUS=serving on {}\nMAINPID={}", server_->address(), ::getpid()));
+  auto next_sample = Clock::now() + cfg_.interval;
+  while (!g_stop) {
+    if (g_reload.exchange(false)) {
+      reload();
+      next_sample = Clock::now();  // show the new settings at once
+    }
+    if (api_.takeSampleSoon()) next_sample = Clock::now();
+    auto now = Clock::now();
+    if (now >= next_sample) {
+      sample();
+      // A sample that took longer than the interval is not made up for: the next is one
+      // interval from now, so a slow machine is sampled less often, never in a burst.
+      next_sample += cfg_.interval;
+      if (next_sample <= Clock::now()) next_sample = Clock::now() + cfg_.interval;
+    }
+    if (watchdog && now >= next_watchdog) {
+      notify("WATCHDOG=1");
+      next_watchdog = now + watchdog_every;
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
+    wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+    sensors_->poll(static_cast<int>(wait.count()));
+    // An OOM kill shows on the next scrape, not an interval later; a storm of them does not
+    // make the agent sample without pause (at most one extra sample a second).
+    if (consumeEvents() > 0)
+      next_sample = std::min(next_sample, last_sample_start_ + std::min<Clock::duration>(cfg_.interval, std::chrono::seconds(1)));
+    // The prover was OOM-killed: its grown margin is published now, not an interval later.
+    if (budget_.takeGrown()) next_sample = Clock::now();
+  }
+  spdlog::info("stopping: detaching the sensors");
+  notify("STOPPING=1");
+  server_.reset();
+  (void)consumeEvents();
+  sensors_.reset();
+  budget_.save("stopping");
+  spdlog::info("stopped");
+  return ok();
+}
+
+}  // namespace headroom

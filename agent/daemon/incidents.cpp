@@ -1,0 +1,107 @@
+#include "headroom/daemon/incidents.h"
+
+#include <spdlog/spdlog.h>
+
+#include "headroom/util/clock.h"
+
+namespace headroom {
+namespace {
+
+// Samples kept for the records: enough to reach back past the OOM sources' settle time at any
+// interval, and bounded.
+constexpr std::size_t kRecentSamples = 64;
+constexpr std::int64_t kRecentSpanNs = 10'000'000'000;
+
+}  // namespace
+
+void IncidentJournal::configure(const JournalConfig& cfg) {
+  if (configured_ && cfg == cfg_) return;
+  configured_ = true;
+  cfg_ = cfg;
+  writer_.reset();  // the old file's lock goes first
+  flight_.setWindow(std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.flight_window).count());
+  if (!cfg.enabled) {
+    off_ = "journal.enabled = false";
+    return;
+  }
+  auto w = JournalWriter::open(JournalOptions{cfg.path, cfg.max_bytes});
+  if (!w) {
+    off_ = w.error().describe();
+    spdlog::error("the OOM journal is off: {} (the agent keeps running; set journal.path or --journal to another place)",
+                  off_);
+    return;
+  }
+  writer_ = std::move(*w);
+  off_.clear();
+  const JournalStats& st = writer_->stats();
+  if (!st.torn_file.empty())
+    spdlog::warn("journal {}: a torn last record (a crash mid-write) was set aside in {}", writer_->path(), st.torn_file);
+  if (st.damaged_records > 0)
+    spdlog::warn("journal {}: {} damaged record(s) found; readers skip them", writer_->path(), st.damaged_records);
+  spdlog::info("journal: OOM kills are recorded in {}", writer_->path());
+}
+
+nlohmann::json IncidentJournal::state() const {
+  if (writer_) return {{"state", "on"}, {"path", writer_->path()}};
+  return {{"state", "off"}, {"path", cfg_.path}, {"reason", off_}};
+}
+
+void IncidentJournal::fly(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported) {
+  flight_.record(snap, self_reported);
+}
+
+void IncidentJournal::keep(std::shared_ptr<const Snapshot> snap) {
+  recent_.push_back(std::move(snap));
+  while (recent_.size() > kRecentSamples ||
+         (recent_.size() > 2 && recent_.back()->monotonic_time_ns - recent_.front()->monotonic_time_ns > kRecentSpanNs))
+    recent_.pop_front();
+}
+
+std::optional<Result<std::uint64_t>> IncidentJournal::record(const OomEvent& e, const IncidentFacts& facts) const {
+  if (!writer_) return std::nullopt;
+  // The kill's time on both clocks: the kernel's monotonic stamp, and the wall clock by the
+  // distance from now.
+  std::int64_t now_mono = monotonicNs();
+  std::int64_t kill_mono = e.monotonic_time_ns > 0 && e.monotonic_time_ns <= now_mono ? e.monotonic_time_ns : now_mono;
+  std::int64_t kill_wall = realtimeNs() - (now_mono - kill_mono);
+  std::shared_ptr<const Snapshot> snap;
+  for (const auto& r : recent_) {
+    if ((r->completed_monotonic_ns != 0 ? r->completed_monotonic_ns : r->monotonic_time_ns) <= kill_mono) snap = r;
+  }
+  if (!snap && !recent_.empty()) snap = recent_.front();  // none before it: the oldest kept, said by its sampled_at
+  RecordContext ctx;
+  ctx.event = &e;
+  ctx.last = snap.get();
+  ctx.cgroup = oomRecordCgroup(e, ctx.last);
+  for (FlightPoint& p : flight_.points(ctx.cgroup)) {
+    bool done_before = p.completed_monotonic_ns != 0 ? p.completed_monotonic_ns <= kill_mono : p.wall_time_ns <= kill_wall;
+    if (done_before) ctx.flight.push_back(std::move(p));  // what came before the kill
+  }
+  ctx.flight_window_ns = flight_.window();
+  // The budget in force at the kill: for the prover's cgroup, inside what died or around it.
+  if (facts.prover != nullptr && facts.prover->concerns(ctx.cgroup)) {
+    ctx.budget = facts.prover->inForce();
+    ctx.self_reported = facts.self_reported;
+  }
+  ctx.sensors = facts.sensors;
+  ctx.host = facts.host;
+  ctx.top_per_role = facts.top_per_role;
+  return writer_->append(makeOomRecord(ctx));
+}
+
+std::vector<OomEvent> CountedOoms::update(const Snapshot* previous, const Snapshot& now, bool kernel_source) {
+  std::vector<OomEvent> events = watch_.update(previous, now);  // the baseline moves every sample
+  if (kernel_source) {
+    said_ = false;
+    return {};
+  }
+  if (!said_) {
+    spdlog::warn("OOM kills: neither BPF (oom:mark_victim) nor /dev/kmsg is available; they are counted from the "
+                 "cgroups' OOM-kill counters at each sample, the victim inferred from the processes gone");
+    said_ = true;
+  }
+  for (OomEvent& e : events) e.id = ++ids_;
+  return events;
+}
+
+}  // namespace headroom

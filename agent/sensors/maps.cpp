@@ -1,0 +1,143 @@
+// The per-process maps, read at each sample: RSS (task storage, by a pidfd), faults (per-CPU
+// runs and per-process totals), mapping activity, CUDA memory and its live pinned allocations,
+// and the counters in .bss.
+#include <bpf/bpf.h>
+#include <fmt/format.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "sensors_impl.h"
+
+namespace headroom {
+namespace {
+
+constexpr std::uint64_t kPageBytes = 4096;
+
+}  // namespace
+
+// A process's page faults: its total of ended runs plus the runs still open on each CPU.
+// The per-CPU slots are copied before and after the total; a slot whose sequence moved in
+// between was ended meanwhile, and its faults are in the total or in the next answer.
+std::optional<std::uint64_t> Sensors::Impl::faultsOf(pid_t tgid) {
+  int runs = bpf_map__fd(skel->maps.fault_runs);
+  int totals = bpf_map__fd(skel->maps.fault_totals);
+  __u32 zero = 0;
+  __u32 key = static_cast<__u32>(tgid);
+  std::vector<fault_run> before(static_cast<std::size_t>(cpus)), after(static_cast<std::size_t>(cpus));
+  fault_total total{};
+  if (bpf_map_lookup_elem(runs, &zero, before.data()) != 0 || bpf_map_lookup_elem(totals, &key, &total) != 0 ||
+      bpf_map_lookup_elem(runs, &zero, after.data()) != 0) {
+    answered_faults.erase(tgid);
+    return std::nullopt;
+  }
+  std::uint64_t sum = total.faults;
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    const fault_run& r = after[i];
+    if (r.seq == before[i].seq && r.seq % 2 == 0 && r.tgid == key && r.mm == total.mm && r.tracked) sum += r.count;
+  }
+  if (answered_faults.size() > 2 * static_cast<std::size_t>(cfg.max_processes)) answered_faults.clear();
+  auto [it, fresh] = answered_faults.try_emplace(tgid, total.mm, sum);
+  if (!fresh) {
+    if (it->second.first == total.mm) sum = std::max(sum, it->second.second);
+    it->second = {total.mm, sum};
+  }
+  return sum;
+}
+
+std::optional<ProcessActivity> Sensors::activity(pid_t tgid) const {
+  Impl& m = *impl_;  // the fault sums are a cache
+  if (!m.skel) return std::nullopt;
+  ProcessActivity a;
+  bool found = false;
+  __u32 key = static_cast<__u32>(tgid);
+  // RSS lives in the leader's task storage (looked up through a pidfd); faults in per-CPU runs
+  // and a per-process total.
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, tgid, 0)));
+  proc_hot hot{};
+  if (pidfd.valid()) {
+    int fdkey = pidfd.get();
+    if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_hot), &fdkey, &hot) == 0 && hot.rss_updates > 0) {
+      found = true;
+      a.rss_file = hot.rss_file_pages * kPageBytes;
+      a.rss_anon = hot.rss_anon_pages * kPageBytes;
+      a.rss_shmem = hot.rss_shmem_pages * kPageBytes;
+      a.swap = hot.rss_swapents * kPageBytes;
+    }
+  }
+  if (auto faults = m.faultsOf(tgid)) {
+    found = true;
+    a.faults = *faults;
+  }
+  proc_activity pa{};
+  if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_activity), &key, &pa) == 0) {
+    found = true;
+    a.mmap_bytes = pa.mmap_bytes;
+    a.munmap_bytes = pa.munmap_bytes;
+    a.mremap_grow_bytes = pa.mremap_grow_bytes;
+    a.mremap_shrink_bytes = pa.mremap_shrink_bytes;
+    a.mlock_bytes = pa.mlock_bytes;
+    a.munlock_bytes = pa.munlock_bytes;
+  }
+  if (!found) return std::nullopt;
+  return a;
+}
+
+std::optional<GpuMemory> Sensors::gpu(pid_t tgid) const {
+  const Impl& m = *impl_;
+  if (!m.skel) return std::nullopt;
+  __u32 key = static_cast<__u32>(tgid);
+  gpu_mem g{};
+  if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.gpu_mem), &key, &g) != 0) return std::nullopt;
+  return GpuMemory{g.pinned_live, g.pinned_peak, g.pinned_allocs, g.pinned_frees, g.device_live,   g.device_peak,
+                   g.device_allocs, g.device_frees, g.failed_calls, g.implicit_frees};
+}
+
+std::vector<std::uint64_t> Sensors::pinnedAddresses(pid_t tgid) const {
+  std::vector<std::uint64_t> out;
+  const Impl& m = *impl_;
+  if (!m.skel) return out;
+  int fd = bpf_map__fd(m.skel->maps.gpu_allocs);
+  gpu_alloc_key key{}, next{};
+  bool first = true;
+  while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
+    first = false;
+    if (next.tgid == static_cast<__u32>(tgid) && next.kind == HR_ALLOC_PINNED) out.push_back(next.addr);
+    key = next;
+  }
+  return out;
+}
+
+SensorCounters Sensors::counters() const {
+  const Impl& m = *impl_;
+  SensorCounters c;
+  if (m.skel) {
+    c.oom_ring_drops = __atomic_load_n(&m.skel->bss->ring_drops[HR_RING_OOM], __ATOMIC_RELAXED);
+    c.exit_ring_drops = __atomic_load_n(&m.skel->bss->ring_drops[HR_RING_EXIT], __ATOMIC_RELAXED);
+    c.map_full_drops = __atomic_load_n(&m.skel->bss->map_full_drops, __ATOMIC_RELAXED);
+  }
+  if (m.kmsg) c.kmsg_lost = m.kmsg->lost();
+  c.kmsg_reports_abandoned = m.kmsg_parser.abandoned();
+  c.events = m.events;
+  c.last_oom_mark_latency_ns = m.last_mark_latency_ns;
+  return c;
+}
+
+SensorReadings Sensors::readings(const std::vector<ProcessSample>& processes) const {
+  SensorReadings r;
+  r.status = status();
+  for (const ProcessSample& p : processes) {
+    if (auto a = activity(p.pid)) r.activity[p.pid] = *a;
+    auto g = gpu(p.pid);
+    if (!g) continue;
+    r.gpu[p.pid] = *g;
+    if (g->pinned_live == 0) continue;
+    // Where the pinned pages live decides whether they are already in the visible sum.
+    auto smaps = impl_->fs->readFile(fmt::format("/proc/{}/smaps", p.pid));
+    if (!smaps) continue;
+    if (auto inside = pinnedInsideRss(parseSmapsVmas(*smaps), pinnedAddresses(p.pid))) r.pinned_inside_rss[p.pid] = *inside;
+  }
+  return r;
+}
+
+}  // namespace headroom

@@ -1,0 +1,98 @@
+// Sensors::Impl, shared by the files that implement the sensors: the facade and its event
+// consumer (sensors.cpp), the loader (loader.cpp), the per-process maps (maps.cpp) and the CUDA
+// uprobes (cuda_uprobes.cpp). Private to agent/sensors.
+#pragma once
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "headroom.skel.h"
+#include "headroom/sensors/feature_probe.h"
+#include "headroom/sensors/oom_joiner.h"
+#include "headroom/sensors/sensors.h"
+#include "headroom/sources/cgroup_index.h"
+#include "headroom/sources/kmsg.h"
+
+namespace headroom {
+
+struct LinkDeleter {
+  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+using Link = std::unique_ptr<bpf_link, LinkDeleter>;
+struct SkelDeleter {
+  void operator()(headroom_bpf* s) const { headroom_bpf__destroy(s); }
+};
+struct RingDeleter {
+  void operator()(ring_buffer* r) const { ring_buffer__free(r); }
+};
+struct BtfDeleter {
+  void operator()(btf* b) const { btf__free(b); }
+};
+
+struct Sensors::Impl {
+  const FsRoot* fs = nullptr;
+  SensorsConfig cfg;
+  CgroupMounts mounts;
+  std::optional<CgroupHierarchy> hierarchy;
+  std::optional<CgroupIndex> cgroups;  // names the cgroup ids of the events
+  std::unique_ptr<headroom_bpf, SkelDeleter> skel;
+  std::vector<Link> links;
+  std::unique_ptr<ring_buffer, RingDeleter> rings;
+  std::unique_ptr<btf, BtfDeleter> vmlinux;  // the kernel's BTF, loaded once at start
+  std::optional<KmsgReader> kmsg;
+  KmsgOomParser kmsg_parser;
+  OomJoiner joiner;
+  std::vector<SensorStatus> statuses;
+  std::vector<ExitEvent> exits;
+  std::vector<OomEvent> ooms;
+  std::set<std::string> cuda_attached;
+  std::uint64_t events = 0;
+  std::optional<std::int64_t> last_mark_latency_ns;
+  // Per process, the fault count last answered (with the mm it was for): a count read while a
+  // CPU's run was being ended can briefly miss that run, and a counter must never go back.
+  std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> answered_faults;
+  int cpus = std::max(1, libbpf_num_possible_cpus());  // the per-CPU map's value count
+
+  // ---- the state registry (sensors.cpp) ----
+  SensorStatus& status(const std::string& name);
+  void set(const std::string& name, SensorState st, std::string reason);
+  // The tracepoint a sensor attaches to: its own, or the config's override.
+  std::string tracepoint(const std::string& sensor, const std::string& dflt) const;
+  TracepointSignature signature(const std::string& name) const { return tracepointSignature(name, vmlinux.get()); }
+  bpf_program* program(const char* name) const {
+    return skel ? bpf_object__find_program_by_name(skel->obj, name) : nullptr;
+  }
+
+  // ---- the rings (sensors.cpp) ----
+  // A cgroup id of an event as a path ("cgroup-id:N" when it cannot be found).
+  std::string cgroupPath(std::uint64_t id);
+  void onOomRecord(const void* data, std::size_t size);
+  void onExitRecord(const void* data, std::size_t size);
+  void startKmsg();
+
+  // ---- the loader (loader.cpp) ----
+  void startBpf();
+  // Opens the object with the given sensors' programs on (each the variant this kernel fits);
+  // `notes` gets what each attaches to. Returns why a load failed.
+  Status openAndLoad(const std::set<std::string>& enabled, std::map<std::string, std::string>& notes);
+  Status trackCgroupsNow(const std::vector<std::uint64_t>& ids);
+
+  // ---- the per-process maps (maps.cpp) ----
+  std::optional<std::uint64_t> faultsOf(pid_t tgid);
+
+  // ---- CUDA (cuda_uprobes.cpp) ----
+  Status attachCudaNow(const std::string& path, bool runtime);
+  void attachConfiguredCuda();
+  // A CUDA target found (or configured) but not attached: said in the sensor's state unless
+  // another target is already attached.
+  void cudaFailed(const Error& e);
+};
+
+}  // namespace headroom

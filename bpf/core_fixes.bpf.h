@@ -1,0 +1,51 @@
+/* CO-RE across the kernels headroom runs on (5.15 to 6.18): each struct flavour below names the
+ * kernel change it bridges, and each accessor picks the layout the running kernel has by BTF
+ * (bpf_core_type_exists / bpf_core_field_exists), never by a version number. The `___suffix`
+ * of a flavour is dropped by libbpf when it matches the kernel's types. */
+#ifndef HEADROOM_CORE_FIXES_BPF_H
+#define HEADROOM_CORE_FIXES_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+
+/* Before 6.2, mm->rss_stat was a struct of atomic_long_t counters; "mm: convert mm's rss stats
+ * into percpu_counter" (f1a7941243c1, Linux 6.2) made it an array of percpu_counter, whose
+ * `count` is the approximate global value. */
+struct mm_rss_stat___old {
+	atomic_long_t count[4];
+};
+struct mm_struct___old {
+	struct mm_rss_stat___old rss_stat;
+};
+
+/* The mm's RSS counters by member (include/linux/mm_types_task.h), the same on every kernel. */
+enum { HR_MM_FILEPAGES = 0, HR_MM_ANONPAGES = 1, HR_MM_SWAPENTS = 2, HR_MM_SHMEMPAGES = 3 };
+
+/* One of the mm's counters, in pages, on a kernel before 6.2. Constant indices only: a variable
+ * index into a trusted pointer is refused by the verifier. */
+static __always_inline long mm_rss_counter_pre_6_2(struct mm_struct *mm, int member)
+{
+	struct mm_struct___old *old = (void *)mm;
+
+	switch (member) {
+	case HR_MM_FILEPAGES: return BPF_CORE_READ(old, rss_stat.count[HR_MM_FILEPAGES].counter);
+	case HR_MM_ANONPAGES: return BPF_CORE_READ(old, rss_stat.count[HR_MM_ANONPAGES].counter);
+	case HR_MM_SWAPENTS: return BPF_CORE_READ(old, rss_stat.count[HR_MM_SWAPENTS].counter);
+	default: return BPF_CORE_READ(old, rss_stat.count[HR_MM_SHMEMPAGES].counter);
+	}
+}
+
+/* One of the mm's counters, in pages, whichever layout this kernel has (any mm pointer). */
+static __always_inline long mm_rss_counter(struct mm_struct *mm, int member)
+{
+	if (bpf_core_type_exists(struct mm_rss_stat___old))
+		return mm_rss_counter_pre_6_2(mm, member);
+	switch (member) {
+	case HR_MM_FILEPAGES: return BPF_CORE_READ(mm, rss_stat[HR_MM_FILEPAGES].count);
+	case HR_MM_ANONPAGES: return BPF_CORE_READ(mm, rss_stat[HR_MM_ANONPAGES].count);
+	case HR_MM_SWAPENTS: return BPF_CORE_READ(mm, rss_stat[HR_MM_SWAPENTS].count);
+	default: return BPF_CORE_READ(mm, rss_stat[HR_MM_SHMEMPAGES].count);
+	}
+}
+
+#endif /* HEADROOM_CORE_FIXES_BPF_H */

@@ -1,0 +1,56 @@
+// The flight recorder: the last seconds of every cgroup's samples, compact, so that an OOM
+// record can show what led up to the kill. Pure: snapshots in, points out.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headroom/model/snapshot.h"
+
+namespace headroom {
+
+// One cgroup at one sample, compact: what the report draws.
+struct FlightPoint {
+  std::int64_t wall_time_ns = 0;
+  std::int64_t completed_monotonic_ns = 0;  // the sample's last read (0: unknown); not serialised
+  std::uint64_t usage = 0;
+  std::optional<std::uint64_t> limit;  // the tightest bound's limit
+  std::map<std::string, std::uint64_t> parts;  // PartKind name -> bytes (see snapshot.h)
+  std::optional<std::uint64_t> self_reported;   // what the prover said it used, when known
+};
+// {time (unix seconds, float), usage_bytes, limit_bytes, parts, self_reported_bytes}: null when absent.
+nlohmann::json toJson(const FlightPoint& p);
+
+class FlightRecorder {
+ public:
+  FlightRecorder(std::int64_t window_ns = 60'000'000'000, std::size_t max_cgroups = 256)
+      : window_ns_(window_ns), max_cgroups_(max_cgroups) {}
+  // Records every cgroup of the snapshot (the largest max_cgroups of them, in the snapshot's
+  // order); drops points older than the window and cgroups not seen for a whole window. Beyond
+  // max_cgroups, the cgroups seen longest ago are dropped first. Age is measured on the
+  // snapshot's monotonic clock (wall clock when it has none), so a wall-clock step cannot keep
+  // or drop points. `self_reported`: by cgroup, what the prover said it used.
+  void record(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported = {});
+  // The points kept for a cgroup (oldest first); empty when unknown.
+  std::vector<FlightPoint> points(const std::string& cgroup) const;
+  // Takes effect at the next record().
+  void setWindow(std::int64_t window_ns) { window_ns_ = window_ns; }
+  std::int64_t window() const { return window_ns_; }
+  std::size_t cgroups() const { return rings_.size(); }
+
+ private:
+  struct Entry {
+    std::int64_t age_ns;  // the snapshot's monotonic time (wall when it has none)
+    FlightPoint point;
+  };
+  std::int64_t window_ns_;
+  std::size_t max_cgroups_;
+  std::map<std::string, std::deque<Entry>> rings_;
+};
+
+}  // namespace headroom

@@ -1,0 +1,65 @@
+// The sensors and their BPF programs, declared once: what the feature probe checks before load,
+// what the loader switches on and off, which variant fits this kernel, what it attaches, and which
+// sensor to blame when the kernel refuses a program.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headroom/sensors/feature_probe.h"
+
+namespace headroom::detail {
+
+enum class AttachKind {
+  kTpBtf,       // tp_btf/<tracepoint>: BTF-typed, no tracefs; the target set by the loader
+  kTracepoint,  // tp/<category>/<name>: needs tracefs (and perf_event_open)
+  kUprobe,      // per library, by file offset (the CUDA sensor)
+};
+
+// One program that serves a tp_btf tracepoint whose arguments differ by kernel: the loader loads
+// the first variant that fits the kernel's btf_trace_<tracepoint>.
+struct ProgramVariant {
+  const char* program;
+  bool (*fits)(const TracepointSignature& sig);  // nullptr: fits any (the last resort)
+  const char* what;                              // for the sensor's note; "" when alone
+};
+
+struct SensorSpec {
+  const char* sensor;  // oom, exits, faults, mmap, rss, cuda
+  AttachKind attach;
+  const char* tracepoint;  // kTpBtf: the default tracepoint (a config may point it elsewhere)
+  std::vector<ProgramVariant> variants;  // kTpBtf: one is loaded
+  std::vector<const char*> programs;     // loaded with the sensor, whatever the kernel
+  // (program, tracepoint): loaded with the sensor when the kernel has that tracepoint, silently
+  // left out when not (the oom_reaper's, which add timing only).
+  std::vector<std::pair<const char*, const char*>> optional;
+  const char* note;     // when active and not kTpBtf: what it attached to
+  const char* without;  // when it cannot run: what headroom does instead
+};
+
+// One uprobe entry program of the CUDA sensor and the symbols it serves: every variant of the
+// entry point (_v2, _ptsz, ...), each attached where the library has it, with the shared
+// uretprobe `cuda_return`.
+struct UprobeTarget {
+  const char* program;
+  std::vector<const char*> symbols;
+  bool runtime;  // the runtime API (libcudart, or a binary with it linked in), else the driver's
+};
+const std::vector<UprobeTarget>& cudaUprobes();
+inline constexpr const char* kCudaReturnProgram = "cuda_return";
+
+// Every BPF sensor, in the order their states are listed.
+const std::vector<SensorSpec>& sensorTable();
+const SensorSpec* findSensor(std::string_view sensor);
+// The sensor a program of the object belongs to (nullptr: none).
+const SensorSpec* sensorOfProgram(std::string_view program);
+// Every program of a sensor: its variants, its fixed programs, its optional ones.
+std::vector<const char*> programsOf(const SensorSpec& s);
+
+// Which sensor is given up first when the kernel refuses the object without naming a program:
+// the least important still on.
+inline constexpr std::array<const char*, 6> kSacrificeOrder = {"cuda", "rss", "mmap", "faults", "exits", "oom"};
+
+}  // namespace headroom::detail
