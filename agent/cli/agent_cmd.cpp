@@ -40,12 +40,8 @@ Result<AgentConfig> agentConfig(const AgentOptions& opts) {
 
 int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
   if (!opts.check_config) installAgentSignalHandlers();  // before anything slow
-  auto fail = [&](const Error& e) {
-    err << "headroom agent: " << e.describe() << "\n";
-    return exitCodeFor(e);
-  };
   auto cfg = agentConfig(opts);
-  if (!cfg) return fail(cfg.error());
+  if (!cfg) return fail(err, "agent", cfg.error());
   if (opts.check_config) {
     out << fmt::format("config OK{}: listen {}, interval {} ms, {} role rule(s), {} watched cgroup(s), log {} {}, budget {}\n",
                        opts.config_path ? " (" + *opts.config_path + ")" : " (defaults)", cfg->listen.text(),
@@ -66,8 +62,8 @@ int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
   setup.config_source = opts.config_path.value_or("");
   setup.log_level = log_level;
   auto agent = Agent::create(std::move(setup));
-  if (!agent) return fail(agent.error());
-  if (auto st = (*agent)->run(); !st) return fail(st.error());
+  if (!agent) return fail(err, "agent", agent.error());
+  if (auto st = (*agent)->run(); !st) return fail(err, "agent", st.error());
   return kExitOk;
 }
 

@@ -1,10 +1,12 @@
-// Flags more than one subcommand takes: the budget policy's (`run`, `budget`) and --role-rule
-// (`snapshot`, `budget`).
+// What more than one subcommand shares: the budget policy's flags (`run`, `budget`), --role-rule
+// (`snapshot`, `budget`), and how a failure is said.
 #include <fmt/format.h>
 
 #include <charconv>
+#include <ostream>
 
 #include "headroom/cli/commands.h"
+#include "headroom/util/exit_codes.h"
 #include "headroom/util/units.h"
 
 namespace headroom::cli {
@@ -63,6 +65,11 @@ Result<std::vector<RoleRule>> roleRulesFromFlags(const std::vector<std::string>&
     rules.push_back(std::move(*r));
   }
   return rules;
+}
+
+int fail(std::ostream& err, std::string_view command, const Error& e) {
+  err << "headroom " << command << ": " << e.describe() << "\n";
+  return exitCodeFor(e);
 }
 
 }  // namespace headroom::cli

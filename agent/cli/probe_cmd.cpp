@@ -117,16 +117,12 @@ Result<ProbeOptions> probeOptions(const ProbeCliOptions& o) {
 }  // namespace
 
 int runProbeCommand(const ProbeCliOptions& o, std::ostream& out, std::ostream& err) {
-  auto fail = [&](const Error& e) {
-    err << "headroom probe: " << e.describe() << "\n";
-    return exitCodeFor(e);
-  };
   auto po = probeOptions(o);
-  if (!po) return fail(po.error());
+  if (!po) return fail(err, "probe", po.error());
   auto source = openSourceRoot(o.root);
-  if (!source) return fail(source.error());
+  if (!source) return fail(err, "probe", source.error());
   auto r = runProbe(*source->fs, *source->collector, *po);
-  if (!r) return fail(r.error());
+  if (!r) return fail(err, "probe", r.error());
   out << (o.json ? dumpJson(toJson(*r)) + "\n" : renderProbe(*r));
   return r->aborted ? kExitAborted : kExitOk;
 }

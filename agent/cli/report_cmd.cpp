@@ -62,50 +62,50 @@ bool exists(const std::string& path, struct stat* st) { return ::stat(path.c_str
 }  // namespace
 
 int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream& err) {
-  auto fail = [&](int code, const std::string& msg) {
-    err << "headroom report: " << msg << "\n";
-    return code;
-  };
+  auto fail = [&](const Error& e) { return cli::fail(err, "report", e); };
+  auto bad = [&](std::string msg) { return fail(badInput(std::move(msg))); };
+  // Nothing to show: no journal, no record, none since then.
+  auto none = [&](std::string msg) { return fail(makeError(ErrorKind::kNotFound, std::move(msg))); };
 
   std::optional<double> since;
   if (!opts.since.empty()) {
     double now = unixSeconds();
     auto s = parseSinceTime(opts.since, now);
-    if (!s) return fail(kExitBadInput, "--since " + s.error().describe());
+    if (!s) return bad("--since " + s.error().describe());
     since = *s;
   }
   if (opts.list && (!opts.svg.empty() || !opts.html.empty()))
-    return fail(kExitBadInput, "--svg and --html draw one record: not with --list");
-  if (opts.journal.empty()) return fail(kExitBadInput, "--journal: an empty path");
+    return bad("--svg and --html draw one record: not with --list");
+  if (opts.journal.empty()) return bad("--journal: an empty path");
 
   // Say a missing journal plainly: readJournal reads a missing file as empty.
   struct stat st {};
   bool have_main = exists(opts.journal, &st);
   if (have_main && S_ISDIR(st.st_mode))
-    return fail(kExitBadInput, fmt::format("--journal {}: a directory, not a journal file", opts.journal));
+    return bad(fmt::format("--journal {}: a directory, not a journal file", opts.journal));
   int main_errno = have_main ? 0 : errno;
   struct stat st1 {};
   bool have_rotated = exists(opts.journal + ".1", &st1);
   if (!have_main && !have_rotated) {
     if (main_errno == ENOENT)
-      return fail(kExitFailure, fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
+      return none(fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
                                             opts.journal));
     if (main_errno == ENOTDIR || main_errno == ENAMETOOLONG || main_errno == ELOOP)
-      return fail(kExitBadInput, makeError(main_errno, fmt::format("--journal {}", opts.journal)).describe());
+      return fail(makeError(main_errno, fmt::format("--journal {}", opts.journal)).as(ErrorKind::kBadInput));
   }
 
   auto contents = readJournal(opts.journal);
   if (!contents) {
     int code = contents.error().code;
     bool bad_path = code == EISDIR || code == ENOTDIR || code == ENAMETOOLONG || code == ELOOP;
-    return fail(bad_path ? kExitBadInput : kExitFailure,
-                contents.error().wrap(fmt::format("reading the journal {}", opts.journal)).describe());
+    Error e = contents.error().wrap(fmt::format("reading the journal {}", opts.journal));
+    return fail(bad_path ? e.as(ErrorKind::kBadInput) : e);
   }
   for (const std::string& d : contents->damage) err << "headroom report: " << damageLine(d) << "\n";
 
   const std::vector<json>& all = contents->records;
   if (all.empty()) {
-    return fail(kExitFailure, fmt::format("the journal at {} holds no OOM kills{}", opts.journal,
+    return none(fmt::format("the journal at {} holds no OOM kills{}", opts.journal,
                                           contents->damage.empty() ? "" : " (only damaged records)"));
   }
   std::vector<json> chosen;
@@ -119,7 +119,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
   }
   if (chosen.empty()) {
     auto latest = recordTime(all.back());
-    return fail(kExitFailure, fmt::format("no OOM kills since {} in {} ({} recorded{})", formatUtc(*since), opts.journal, all.size(),
+    return none(fmt::format("no OOM kills since {} in {} ({} recorded{})", formatUtc(*since), opts.journal, all.size(),
                                           latest ? ", the latest at " + formatUtc(*latest) : ""));
   }
 
@@ -138,7 +138,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
                                            : fmt::format("ids {} to {} are present", *lo, *hi))
                              : std::string("no record has an id");
       bool before_since = std::any_of(all.begin(), all.end(), match);
-      return fail(kExitFailure, fmt::format("no record with id {} in {}{} ({})", *opts.id, opts.journal,
+      return none(fmt::format("no record with id {} in {}{} ({})", *opts.id, opts.journal,
                                             before_since ? " since " + opts.since : "", range));
     }
     chosen = {*it};
@@ -157,10 +157,10 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
 
   const json& rec = chosen.back();
   if (!opts.svg.empty()) {
-    if (auto s = writeFile(opts.svg, renderReportSvg(rec), "SVG"); !s) return fail(kExitFailure, s.error().describe());
+    if (auto s = writeFile(opts.svg, renderReportSvg(rec), "SVG"); !s) return fail(s.error());
   }
   if (!opts.html.empty()) {
-    if (auto s = writeFile(opts.html, renderReportHtml(rec), "HTML page"); !s) return fail(kExitFailure, s.error().describe());
+    if (auto s = writeFile(opts.html, renderReportHtml(rec), "HTML page"); !s) return fail(s.error());
   }
   // As stored: one line of JSON that parses back to the very record.
   if (opts.json) out << dumpJson(rec) << "\n";

@@ -75,14 +75,10 @@ Result<SupervisorConfig> supervisorConfig(const RunOptions& o) {
 
 int runSupervisor(const RunOptions& opts, std::ostream& /*out*/, std::ostream& err) {
   installRunSignalHandlers();
-  auto fail = [&](const Error& e) {
-    err << "headroom run: " << e.describe() << "\n";
-    return exitCodeFor(e);
-  };
   auto cfg = supervisorConfig(opts);
-  if (!cfg) return fail(cfg.error());
+  if (!cfg) return fail(err, "run", cfg.error());
   auto supervisor = Supervisor::create(std::move(*cfg), err);
-  if (!supervisor) return fail(supervisor.error());
+  if (!supervisor) return fail(err, "run", supervisor.error());
   return (*supervisor)->run();
 }
 

@@ -65,16 +65,12 @@ int watchOoms(const SnapshotOptions& opts, Sensors& sensors, std::ostream& out) 
 }  // namespace
 
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err) {
-  auto fail = [&](const Error& e) {
-    err << "headroom snapshot: " << e.describe() << "\n";
-    return exitCodeFor(e);
-  };
   auto rules = roleRulesFromFlags(opts.role_rules);
-  if (!rules) return fail(rules.error());
+  if (!rules) return fail(err, "snapshot", rules.error());
   auto source = openSourceRoot(opts.root);
-  if (!source) return fail(source.error());
+  if (!source) return fail(err, "snapshot", source.error());
   auto sc = sensorsConfig(opts, *source->fs);
-  if (!sc) return fail(sc.error());
+  if (!sc) return fail(err, "snapshot", sc.error());
   auto sensors = Sensors::start(*source->fs, *sc, source->collector->mounts());
   if (opts.watch_ooms) return watchOoms(opts, *sensors, out);
 
@@ -83,7 +79,7 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   co.pid = opts.pid;
   co.read_smaps = opts.smaps;
   auto raw = source->collector->collect(co);
-  if (!raw) return fail(raw.error().as(ErrorKind::kBadInput));  // a --cgroup or --pid that is not there
+  if (!raw) return fail(err, "snapshot", raw.error().as(ErrorKind::kBadInput));  // a --cgroup or --pid that is not there
   std::vector<pid_t> pids;
   for (const ProcessSample& p : raw->processes) pids.push_back(p.pid);
   sensors->discoverCuda(pids);

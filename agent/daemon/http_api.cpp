@@ -196,7 +196,7 @@ HttpResponse HttpApi::ooms(const HttpQuery& q) const {
 }
 
 HttpResponse HttpApi::probe(const HttpQuery& q) {
-  auto refuse = [&](int status, nlohmann::json why) {
+  auto refuse = [&](int status, const nlohmann::json& why) {
     exporter_.countProbe("refused");
     return jsonResponse(status, why);
   };

@@ -11,6 +11,7 @@ namespace {
 // interval, and bounded.
 constexpr std::size_t kRecentSamples = 64;
 constexpr std::int64_t kRecentSpanNs = 10'000'000'000;
+constexpr const char* kCountersOnly = "counters only";
 
 }  // namespace
 
@@ -92,14 +93,11 @@ std::optional<Result<std::uint64_t>> IncidentJournal::record(const OomEvent& e, 
 std::vector<OomEvent> CountedOoms::update(const Snapshot* previous, const Snapshot& now, bool kernel_source) {
   std::vector<OomEvent> events = watch_.update(previous, now);  // the baseline moves every sample
   if (kernel_source) {
-    said_ = false;
+    once_.clear(kCountersOnly);
     return {};
   }
-  if (!said_) {
-    spdlog::warn("OOM kills: neither BPF (oom:mark_victim) nor /dev/kmsg is available; they are counted from the "
-                 "cgroups' OOM-kill counters at each sample, the victim inferred from the processes gone");
-    said_ = true;
-  }
+  once_.say(kCountersOnly, "OOM kills: neither BPF (oom:mark_victim) nor /dev/kmsg is available; they are counted from "
+                           "the cgroups' OOM-kill counters at each sample, the victim inferred from the processes gone");
   for (OomEvent& e : events) e.id = ++ids_;
   return events;
 }

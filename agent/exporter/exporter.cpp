@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "headroom/util/text.h"
 #include "headroom/version.h"
 
 namespace headroom {
@@ -212,45 +213,6 @@ const MetricInfo* infoOf(std::string_view name) {
   return info;
 }
 
-// Label values go out as valid UTF-8 without control characters: a comm is 15 bytes cut
-// anywhere, possibly in the middle of a character, and a scraper rejects the whole page
-// for one invalid byte. Each invalid byte becomes '?'.
-std::string labelValue(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  std::size_t i = 0;
-  auto cont = [&](std::size_t at, unsigned lo = 0x80, unsigned hi = 0xBF) {
-    if (at >= s.size()) return false;
-    const auto b = static_cast<unsigned char>(s[at]);
-    return b >= lo && b <= hi;
-  };
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = 0;  // length of a valid sequence starting here, 0 when invalid
-    if (c >= 0x20 && c < 0x7F) {
-      n = 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      n = cont(i + 1) ? 2 : 0;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      const unsigned lo = c == 0xE0 ? 0xA0 : 0x80;  // no overlong forms
-      const unsigned hi = c == 0xED ? 0x9F : 0xBF;  // no surrogates
-      n = cont(i + 1, lo, hi) && cont(i + 2) ? 3 : 0;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      const unsigned lo = c == 0xF0 ? 0x90 : 0x80;
-      const unsigned hi = c == 0xF4 ? 0x8F : 0xBF;
-      n = cont(i + 1, lo, hi) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-    }
-    if (n == 0) {
-      out += '?';
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
-
 double sec(std::uint64_t us) { return static_cast<double>(us) / 1e6; }
 double num(std::uint64_t v) { return static_cast<double>(v); }
 
@@ -288,7 +250,7 @@ class SeriesSink {
     }
     prometheus::Labels labels;
     auto v = values.begin();
-    for (const std::string& l : info->labels) labels.emplace(l, labelValue(*v++));
+    for (const std::string& l : info->labels) labels.emplace(l, printableText(*v++));
     Families& f = families_[info];
     if (info->type == MetricType::kGauge) {
       if (f.gauge == nullptr) f.gauge = &prometheus::BuildGauge().Name(info->name).Help(info->help).Register(registry_);

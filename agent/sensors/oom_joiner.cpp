@@ -36,7 +36,7 @@ OomJoiner::Pending* OomJoiner::findFor(pid_t victim, std::int64_t ts_ns) {
 }
 
 void OomJoiner::addMark(const OomMark& m, std::int64_t now_ns) {
-  pid_t key = m.victim.tgid != 0 ? m.victim.tgid : m.victim.pid;
+  pid_t key = m.victim.process();
   Pending* p = findFor(key, m.ts_ns);
   if (p == nullptr) {
     // memory.oom.group: several marks from one trigger in one burst are one incident.
@@ -133,7 +133,7 @@ std::vector<OomEvent> OomJoiner::takeReady(std::int64_t now_ns, std::int64_t wal
     if (now_ns - p.last_update_ns < opts_.settle_ns) return false;
     if (now_ns - p.first_seen_ns >= opts_.max_wait_ns) return true;
     for (const auto& v : p.event.victims) {
-      pid_t k = v.tgid != 0 ? v.tgid : v.pid;
+      pid_t k = v.process();
       if (opts_.expect_bpf && !contains(p.marked, k) && !contains(p.marked, v.pid)) return false;
       if (opts_.expect_kmsg && !contains(p.reported, k) && !contains(p.reported, v.pid)) return false;
     }

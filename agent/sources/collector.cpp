@@ -1,5 +1,7 @@
 #include "headroom/sources/collector.h"
 
+#include "headroom/util/clock.h"
+
 #include <time.h>
 
 #include <fmt/format.h>
@@ -11,12 +13,6 @@
 
 namespace headroom {
 namespace {
-
-std::int64_t nowNs(clockid_t clock) {
-  timespec ts{};
-  ::clock_gettime(clock, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 // How often a hierarchy whose cgroup namespace root was not located walks again.
 constexpr std::chrono::seconds kNsRetryInterval{60};
@@ -38,8 +34,8 @@ Result<Collector> Collector::create(const FsRoot& fs) {
 
 Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   RawSample raw;
-  raw.wall_time_ns = nowNs(CLOCK_REALTIME);
-  raw.monotonic_time_ns = nowNs(CLOCK_MONOTONIC);
+  raw.wall_time_ns = realtimeNs();
+  raw.monotonic_time_ns = monotonicNs();
   raw.mounts = mounts_;
   raw.memory_version = hierarchy_.version();
   raw.self_pid = selfPid(*fs_);
@@ -111,7 +107,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   if (!pids) return pids.error();
   // Every watched cgroup missing: nothing is in scope (not everything).
   if (scopes.empty() && !opts.cgroups.empty()) {
-    raw.completed_monotonic_ns = nowNs(CLOCK_MONOTONIC);
+    raw.completed_monotonic_ns = monotonicNs();
     return raw;
   }
   std::set<std::string> watched(scopes.begin(), scopes.end());
@@ -186,7 +182,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
       raw.ancestors.emplace(*parent, std::move(*a));
     }
   }
-  raw.completed_monotonic_ns = nowNs(CLOCK_MONOTONIC);
+  raw.completed_monotonic_ns = monotonicNs();
   return raw;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "headroom/config/config.h"
@@ -75,6 +76,8 @@ struct PolicyFlags {
 };
 // Errors are bad input.
 Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy base = {});
+// Says `e` on one line ("headroom COMMAND: ...") and returns its exit code.
+int fail(std::ostream& err, std::string_view command, const Error& e);
 // --role-rule's values, each "ROLE=KIND:VALUE"; errors are bad input naming the flag.
 Result<std::vector<RoleRule>> roleRulesFromFlags(const std::vector<std::string>& specs);
 

@@ -20,6 +20,7 @@
 #include "headroom/model/oom_counter.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/oom_event.h"
+#include "headroom/util/warn_once.h"
 
 namespace headroom {
 
@@ -79,7 +80,7 @@ class CountedOoms {
 
  private:
   OomCounterWatch watch_;
-  bool said_ = false;
+  WarnOnce once_;
   std::uint64_t ids_ = 0;
 };
 

@@ -1,0 +1,136 @@
+// The agent's OOM incidents: the journal record of a kill (the last sample read whole before it,
+// the flight recorder up to it, the prover's budget when the kill concerns it), a journal that
+// cannot open said and off, and the kills that only the cgroups' counters show.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "headroom/daemon/incidents.h"
+#include "headroom/journal/journal.h"
+#include "headroom/sources/collector.h"
+#include "testing/fixture_tree.h"
+
+namespace headroom {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FixtureTree;
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+// A sample of a container cgroup whose OOM-kill counter stands at `kills`, taken (and read whole)
+// at `t` on the monotonic clock, with these processes.
+std::shared_ptr<const Snapshot> sample(std::int64_t t, std::uint64_t kills, const std::vector<pid_t>& pids) {
+  RawSample raw;
+  raw.wall_time_ns = 1'700'000'000'000'000'000 + t;
+  raw.monotonic_time_ns = t;
+  raw.completed_monotonic_ns = t + 1000;
+  raw.memory_version = 2;
+  CgroupMemory cg;
+  cg.version = 2;
+  cg.path = "/ctr";
+  cg.usage = 300 * kMiB;
+  cg.limit = 512 * kMiB;
+  cg.events_local.set("oom_kill", kills);
+  raw.cgroups.push_back(cg);
+  for (pid_t pid : pids) {
+    ProcessSample s;
+    s.pid = pid;
+    s.start_time_ticks = 1;
+    s.comm = pid == 10 ? "prover" : "helper";
+    s.memory_cgroup = "/ctr";
+    s.status.tgid = pid;
+    s.status.vm_rss = s.status.rss_anon = (pid == 10 ? 250 : 20) * kMiB;
+    raw.processes.push_back(s);
+  }
+  return buildSnapshot(std::move(raw), RoleMatcher());
+}
+
+OomEvent killAt(std::int64_t t) {
+  OomEvent e;
+  e.id = 1;
+  e.from_kmsg = true;
+  e.monotonic_time_ns = t;
+  e.domain_cgroup = "/ctr";
+  e.domain_limit_bytes = 512 * kMiB;
+  e.domain_usage_bytes = 512 * kMiB;
+  OomVictim v;
+  v.pid = v.tgid = 10;
+  v.comm = "prover";
+  v.cgroup = "/ctr";
+  e.victims.push_back(v);
+  return e;
+}
+
+TEST(IncidentJournal, ARecordHoldsTheLastSampleReadWholeBeforeTheKill) {
+  FixtureTree dir;
+  JournalConfig cfg;
+  cfg.path = dir.root() + "/journal/oom.hrj";
+  IncidentJournal j;
+  EXPECT_EQ(j.last(), nullptr);
+  j.configure(cfg);
+  EXPECT_EQ(j.state()["state"], "on");
+  ASSERT_NE(j.writer(), nullptr);
+  // Two samples before the kill and one after it, which shows the memory already freed.
+  auto before = sample(1'000'000'000, 0, {10, 11});
+  auto just_before = sample(2'000'000'000, 0, {10, 11});
+  auto after = sample(3'000'000'000, 1, {11});
+  for (const auto& s : {before, just_before, after}) {
+    j.fly(*s, {});
+    j.keep(s);
+  }
+  EXPECT_EQ(j.last(), after);
+  auto id = j.record(killAt(2'500'000'000), IncidentFacts{});
+  ASSERT_TRUE(id);
+  ASSERT_TRUE(*id) << id->error().describe();
+  EXPECT_EQ(**id, 1u);
+  auto written = readJournal(cfg.path);
+  ASSERT_TRUE(written);
+  ASSERT_EQ(written->records.size(), 1u);
+  const nlohmann::json& rec = written->records[0];
+  EXPECT_EQ(rec["cgroup"]["path"], "/ctr");
+  EXPECT_EQ(rec["cgroup"]["sampled_at"], 1'700'000'002.0) << "the sample before the kill, not the one after";
+  ASSERT_EQ(rec["flight"]["points"].size(), 2u) << "the flight recorder up to the kill";
+  EXPECT_TRUE(rec["budget"].is_null()) << "no prover budget: none recorded";
+}
+
+TEST(IncidentJournal, AJournalThatCannotOpenIsOffAndSaysWhy) {
+  FixtureTree dir;
+  dir.mkdir("/a-directory");
+  JournalConfig cfg;
+  cfg.path = dir.root() + "/a-directory";
+  IncidentJournal j;
+  j.configure(cfg);
+  EXPECT_EQ(j.writer(), nullptr);
+  auto state = j.state();
+  EXPECT_EQ(state["state"], "off");
+  EXPECT_THAT(state.value("reason", ""), HasSubstr(cfg.path));
+  EXPECT_FALSE(j.record(killAt(1), IncidentFacts{})) << "off: nothing to record into";
+  cfg.enabled = false;
+  j.configure(cfg);
+  EXPECT_EQ(j.state()["reason"], "journal.enabled = false");
+}
+
+TEST(CountedOoms, KillsFromTheCountersOnlyWhereNoKernelSourceNamesThem) {
+  CountedOoms counted;
+  auto a = sample(1000, 0, {10, 11});
+  EXPECT_TRUE(counted.update(nullptr, *a, false).empty()) << "the first sample is the baseline";
+  auto b = sample(2000, 1, {11});
+  // With BPF or /dev/kmsg there, the kernel names the kill; the counter only moves its baseline.
+  EXPECT_TRUE(counted.update(a.get(), *b, true).empty());
+  auto c = sample(3000, 3, {11});
+  auto events = counted.update(b.get(), *c, false);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].id, 1u);
+  EXPECT_TRUE(events[0].from_counter);
+  EXPECT_EQ(events[0].counted_kills, 2u);
+  auto d = sample(4000, 4, {});
+  events = counted.update(c.get(), *d, false);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].id, 2u) << "ids go on";
+  ASSERT_EQ(events[0].victims.size(), 1u);
+  EXPECT_TRUE(events[0].victims[0].inferred);
+  EXPECT_EQ(events[0].victims[0].pid, 11);
+}
+
+}  // namespace
+}  // namespace headroom

@@ -1,0 +1,187 @@
+// The rings' records decoded from the very structs the BPF programs write (bpf/events.h): every
+// field where it belongs, pages made bytes, and a short or unknown record refused, never read past.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <csignal>
+#include <cstring>
+#include <vector>
+
+#include "events.h"
+#include "headroom/sensors/ring_decode.h"
+
+namespace headroom {
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+
+template <typename T>
+std::vector<std::byte> bytesOf(const T& v, std::size_t size = sizeof(T)) {
+  std::vector<std::byte> out(size);
+  std::memcpy(out.data(), &v, std::min(size, sizeof(T)));
+  return out;
+}
+
+void setComm(char (&comm)[HR_COMM_LEN], const char* name) {
+  std::memset(comm, 0, HR_COMM_LEN);
+  std::strncpy(comm, name, HR_COMM_LEN);  // a 15-byte comm fills all but the last byte
+}
+
+oom_victim_event victimEvent() {
+  oom_victim_event e{};
+  e.type = HR_EV_OOM_VICTIM;
+  e.flags = HR_OOM_VICTIM_TASK;
+  e.ts_ns = 123'456'789;
+  e.trigger.pid = 4242;
+  e.trigger.tgid = 4240;
+  setComm(e.trigger.comm, "allocator");
+  e.trigger_cgroup_id = 77;
+  e.victim.pid = 5001;
+  e.victim.tgid = 5000;
+  setComm(e.victim.comm, "cuzk-worker-123");  // 15 bytes: no terminating NUL inside the field
+  e.victim_uid = 1001;
+  e.victim_oom_score_adj = 500;
+  e.victim_cgroup_id = 88;
+  e.victim_total_vm_pages = 1000;
+  e.victim_rss_file_pages = 10;
+  e.victim_rss_anon_pages = 200;
+  e.victim_swapents = 3;
+  e.victim_rss_shmem_pages = 40;
+  e.victim_pgtables_bytes = 65536;
+  return e;
+}
+
+TEST(RingDecode, AVictimWithItsTaskCarriesEveryFigureInBytes) {
+  auto r = decodeOomRecord(bytesOf(victimEvent()));
+  auto* d = std::get_if<DecodedOomMark>(&r);
+  ASSERT_NE(d, nullptr);
+  EXPECT_TRUE(d->victim_is_task);
+  EXPECT_EQ(d->trigger_cgroup_id, 77u);
+  EXPECT_EQ(d->victim_cgroup_id, 88u);
+  const OomMark& m = d->mark;
+  EXPECT_EQ(m.ts_ns, 123'456'789);
+  EXPECT_EQ(m.trigger_pid, 4242);
+  EXPECT_EQ(m.trigger_tgid, 4240);
+  EXPECT_EQ(m.trigger_comm, "allocator");
+  EXPECT_TRUE(m.trigger_cgroup.empty()) << "cgroups stay ids until the sensors name them";
+  const OomVictim& v = m.victim;
+  EXPECT_EQ(v.pid, 5001);
+  EXPECT_EQ(v.tgid, 5000);
+  EXPECT_EQ(v.process(), 5000);
+  EXPECT_EQ(v.comm, "cuzk-worker-123");
+  EXPECT_EQ(v.uid, 1001u);
+  EXPECT_EQ(v.oom_score_adj, 500);
+  EXPECT_EQ(v.total_vm, 1000 * kPage);
+  EXPECT_EQ(v.file_rss, 10 * kPage);
+  EXPECT_EQ(v.anon_rss, 200 * kPage);
+  EXPECT_EQ(v.swap, 3 * kPage);
+  EXPECT_EQ(v.shmem_rss, 40 * kPage);
+  EXPECT_EQ(v.pgtables, 65536u) << "page tables come in bytes already";
+  EXPECT_EQ(v.charge(), (10 + 200 + 40) * kPage + 65536);
+  EXPECT_FALSE(v.kill_skipped);
+}
+
+TEST(RingDecode, AVictimAlreadyExitingIsMarkedSkipped) {
+  oom_victim_event e = victimEvent();
+  e.flags |= HR_OOM_VICTIM_EXITING;
+  auto r = decodeOomRecord(bytesOf(e));
+  ASSERT_TRUE(std::holds_alternative<DecodedOomMark>(r));
+  EXPECT_TRUE(std::get<DecodedOomMark>(r).mark.victim.kill_skipped);
+}
+
+TEST(RingDecode, APidOnlyVictimHasItsThreadIdAndNoFigures) {
+  // Kernels before 6.9: the tracepoint carries a pid; the rest of the event is left zero.
+  oom_victim_event e{};
+  e.type = HR_EV_OOM_VICTIM;
+  e.victim.pid = 777;
+  e.trigger.pid = 9;
+  auto r = decodeOomRecord(bytesOf(e));
+  auto* d = std::get_if<DecodedOomMark>(&r);
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->victim_is_task);
+  EXPECT_EQ(d->mark.victim.pid, 777);
+  EXPECT_EQ(d->mark.victim.tgid, 0);
+  EXPECT_EQ(d->mark.victim.process(), 777);
+  EXPECT_FALSE(d->mark.victim.anon_rss.has_value());
+  EXPECT_FALSE(d->mark.victim.charge().has_value());
+  EXPECT_EQ(d->victim_cgroup_id, 0u);
+}
+
+TEST(RingDecode, ReapingStartAndFinish) {
+  for (auto [type, finished] : {std::pair{HR_EV_REAP_START, false}, {HR_EV_REAP_FINISH, true}}) {
+    reap_event e{};
+    e.type = type;
+    e.pid = 5001;
+    e.ts_ns = 99;
+    auto r = decodeOomRecord(bytesOf(e));
+    auto* d = std::get_if<DecodedReap>(&r);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->pid, 5001);
+    EXPECT_EQ(d->finished, finished);
+    EXPECT_EQ(d->ts_ns, 99);
+  }
+}
+
+TEST(RingDecode, ShortOrUnknownRecordsAreRefused) {
+  oom_victim_event e = victimEvent();
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(decodeOomRecord(bytesOf(e, sizeof e - 1))));
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(decodeOomRecord(bytesOf(e, 3))));
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(decodeOomRecord({})));
+  reap_event reap{};
+  reap.type = HR_EV_REAP_START;
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(decodeOomRecord(bytesOf(reap, sizeof reap - 8))));
+  e.type = 99;
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(decodeOomRecord(bytesOf(e))));
+  exit_event x{};
+  x.type = HR_EV_EXIT;
+  EXPECT_FALSE(decodeExitRecord(bytesOf(x, sizeof x - 1)).has_value());
+  x.type = HR_EV_OOM_VICTIM;
+  EXPECT_FALSE(decodeExitRecord(bytesOf(x)).has_value()) << "not an exit record";
+}
+
+exit_event exitEvent(int wait_status, std::uint32_t flags = 0) {
+  exit_event x{};
+  x.type = HR_EV_EXIT;
+  x.flags = flags;
+  x.ts_ns = 555;
+  x.task.pid = 300;
+  x.task.tgid = 300;
+  setComm(x.task.comm, "prover");
+  x.exit_code = wait_status;
+  x.parent_tgid = 299;
+  x.cgroup_id = 66;
+  return x;
+}
+
+TEST(RingDecode, ExitsAreClassifiedOnTheKernelsEvidence) {
+  auto exited = decodeExitRecord(bytesOf(exitEvent(3 << 8)));
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(exited->exit.pid, 300);
+  EXPECT_EQ(exited->exit.parent_pid, 299);
+  EXPECT_EQ(exited->exit.comm, "prover");
+  EXPECT_EQ(exited->exit.monotonic_time_ns, 555);
+  EXPECT_EQ(exited->cgroup_id, 66u);
+  EXPECT_EQ(exited->exit.kind, ExitKind::kExited);
+  EXPECT_EQ(exited->exit.code, 3);
+
+  auto crashed = decodeExitRecord(bytesOf(exitEvent(SIGSEGV)));
+  ASSERT_TRUE(crashed);
+  EXPECT_EQ(crashed->exit.kind, ExitKind::kSignaled);
+  EXPECT_EQ(crashed->exit.signal, SIGSEGV);
+
+  // A SIGKILL is an OOM kill only with the OOM killer's mark on it (or on its mm).
+  auto killed = decodeExitRecord(bytesOf(exitEvent(SIGKILL)));
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(killed->exit.kind, ExitKind::kSignaled);
+  auto marked = decodeExitRecord(bytesOf(exitEvent(SIGKILL, HR_EXIT_OOM_MARKED)));
+  ASSERT_TRUE(marked);
+  EXPECT_EQ(marked->exit.kind, ExitKind::kOomKilled);
+  EXPECT_TRUE(marked->exit.oom_marked);
+  auto shared = decodeExitRecord(bytesOf(exitEvent(SIGKILL, HR_EXIT_SHARES_OOM_MM)));
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(shared->exit.kind, ExitKind::kOomKilled);
+  EXPECT_TRUE(shared->exit.shares_oom_mm);
+}
+
+}  // namespace
+}  // namespace headroom
