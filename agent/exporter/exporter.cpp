@@ -1,3 +1,8 @@
+// One tick's metrics: every family filled from the snapshot into a fresh registry, under the
+// caps. Past 500 lines with a reason: the series sink (the one budget of series), the grouping of
+// processes under the per-role cap and the filling of each family share that accounting, and
+// apart they would pass it through every function. The families' names are families.h, their
+// catalogue metric_catalog.cpp.
 #include "headroom/exporter/exporter.h"
 
 #include <prometheus/counter.h>
@@ -17,193 +22,14 @@
 #include <unordered_set>
 #include <utility>
 
+#include "families.h"
 #include "headroom/util/text.h"
 #include "headroom/version.h"
 
 namespace headroom {
 namespace {
 
-// Family names, each used once in the catalogue and wherever the family is filled.
-// The agent itself.
-constexpr const char* kBuildInfo = "headroom_build_info";
-constexpr const char* kProcessResident = "process_resident_memory_bytes";
-constexpr const char* kProcessCpu = "process_cpu_seconds_total";
-constexpr const char* kProcessStart = "process_start_time_seconds";
-constexpr const char* kSampleDuration = "headroom_sample_duration_seconds";
-constexpr const char* kLastSample = "headroom_last_sample_timestamp_seconds";
-constexpr const char* kSamples = "headroom_samples_total";
-constexpr const char* kSampleFailures = "headroom_sample_failures_total";
-constexpr const char* kConfigReloads = "headroom_config_reloads_total";
-constexpr const char* kConfigReloadFailures = "headroom_config_reload_failures_total";
-constexpr const char* kJournalUp = "headroom_journal_up";
-constexpr const char* kJournalRecords = "headroom_journal_records_total";
-constexpr const char* kJournalWriteFailures = "headroom_journal_write_failures_total";
-constexpr const char* kJournalDamaged = "headroom_journal_damaged_records_total";
-constexpr const char* kJournalBytes = "headroom_journal_bytes";
-constexpr const char* kSelfReportFailures = "headroom_self_report_failures_total";
-constexpr const char* kUpdateFailures = "headroom_exporter_update_failures_total";
-constexpr const char* kScrapeDuration = "headroom_scrape_duration_seconds";
-constexpr const char* kSeries = "headroom_series";
-constexpr const char* kSeriesDropped = "headroom_series_dropped";
-constexpr const char* kProcessesTracked = "headroom_processes_tracked";
-constexpr const char* kProcessesSkipped = "headroom_processes_skipped";
-constexpr const char* kCgroupsMissing = "headroom_watched_cgroups_missing";
-// Probe (POST /v1/probe).
-constexpr const char* kProbeAllocatable = "headroom_probe_allocatable_bytes";
-constexpr const char* kProbeAllocated = "headroom_probe_allocated_bytes";
-constexpr const char* kProbeOverhead = "headroom_probe_overhead_bytes";
-constexpr const char* kProbeThroughput = "headroom_probe_touch_bytes_per_second";
-constexpr const char* kProbeDuration = "headroom_probe_duration_seconds";
-constexpr const char* kProbeTimestamp = "headroom_probe_last_timestamp_seconds";
-constexpr const char* kProbeAborted = "headroom_probe_aborted";
-constexpr const char* kProbes = "headroom_probes_total";
-// The prover's budget.
-constexpr const char* kBudget = "headroom_budget_bytes";
-constexpr const char* kMargin = "headroom_margin_bytes";
-constexpr const char* kBudgetGeneration = "headroom_budget_generation";
-constexpr const char* kMarginChanges = "headroom_budget_margin_changes_total";
-// Sensors.
-constexpr const char* kSensorState = "headroom_sensor_state";
-constexpr const char* kRingDrops = "headroom_ring_buffer_drops_total";
-constexpr const char* kMapFullDrops = "headroom_map_full_drops_total";
-constexpr const char* kKmsgLost = "headroom_kmsg_lost_total";
-constexpr const char* kKmsgAbandoned = "headroom_kmsg_reports_abandoned_total";
-constexpr const char* kSensorEvents = "headroom_sensor_events_total";
-constexpr const char* kOomLatency = "headroom_oom_event_latency_seconds";
-constexpr const char* kOomKills = "headroom_oom_kills_total";
-constexpr const char* kOomKillLast = "headroom_oom_kill_last_timestamp_seconds";
-// Host.
-constexpr const char* kHostMemory = "headroom_host_memory_bytes";
-constexpr const char* kHostPressure = "headroom_host_pressure_seconds_total";
-// Cgroups.
-constexpr const char* kCgroupLimit = "headroom_cgroup_limit_bytes";
-constexpr const char* kCgroupEffectiveLimit = "headroom_cgroup_effective_limit_bytes";
-constexpr const char* kCgroupUsage = "headroom_cgroup_usage_bytes";
-constexpr const char* kCgroupPeak = "headroom_cgroup_peak_bytes";
-constexpr const char* kCgroupHeadroom = "headroom_cgroup_headroom_bytes";
-constexpr const char* kCgroupMemory = "headroom_cgroup_memory_bytes";
-constexpr const char* kCgroupInvisible = "headroom_cgroup_invisible_bytes";
-constexpr const char* kCgroupOomEvents = "headroom_cgroup_oom_events_total";
-constexpr const char* kCgroupOomKills = "headroom_cgroup_oom_kills_total";
-constexpr const char* kCgroupLimitHits = "headroom_cgroup_limit_hits_total";
-constexpr const char* kCgroupPressure = "headroom_cgroup_pressure_seconds_total";
-constexpr const char* kCgroupProcesses = "headroom_cgroup_processes";
-// Processes, grouped by (cgroup, role, comm).
-constexpr const char* kProcRss = "headroom_process_rss_bytes";
-constexpr const char* kProcPss = "headroom_process_pss_bytes";
-constexpr const char* kProcPageTables = "headroom_process_page_tables_bytes";
-constexpr const char* kProcSwap = "headroom_process_swap_bytes";
-constexpr const char* kProcPinned = "headroom_process_pinned_bytes";
-constexpr const char* kProcPinnedPeak = "headroom_process_pinned_peak_bytes";
-constexpr const char* kProcDevice = "headroom_process_device_bytes";
-constexpr const char* kProcDevicePeak = "headroom_process_device_peak_bytes";
-constexpr const char* kProcFaults = "headroom_process_page_faults_total";
-constexpr const char* kProcMmap = "headroom_process_mmap_bytes_total";
-constexpr const char* kProcGroupSize = "headroom_process_group_size";
-
-// The label value that stands for everything a cap folded together.
-constexpr std::string_view kOther = "other";
-// Series reserved ahead of every other: series dropped, series, and the scrape duration
-// (added by render()), so that the accounting itself is never what the cap cuts.
-constexpr std::size_t kReservedSeries = 3;
-
-std::vector<MetricInfo> buildCatalog() {
-  using L = std::vector<std::string>;
-  constexpr MetricType kG = MetricType::kGauge;
-  constexpr MetricType kC = MetricType::kCounter;
-  const L cg = {"cgroup"};
-  const L proc = {"cgroup", "role", "process"};
-  const L proc_kind = {"cgroup", "role", "process", "kind"};
-  return {
-      // agent
-      {kBuildInfo, kG, {"version"}, "Always 1; the agent's version is the label."},
-      {kProcessResident, kG, {}, "Resident memory of the headroom agent itself, in bytes."},
-      {kProcessCpu, kC, {}, "User and system CPU time the headroom agent has used, in seconds."},
-      {kProcessStart, kG, {}, "Start time of the headroom agent, in seconds since the Unix epoch."},
-      {kSampleDuration, kG, {}, "Duration of the last sample (collection and model), in seconds."},
-      {kLastSample, kG, {}, "Time of the last successful sample, in seconds since the Unix epoch."},
-      {kSamples, kC, {}, "Samples taken."},
-      {kSampleFailures, kC, {}, "Samples that failed."},
-      {kConfigReloads, kC, {}, "Configuration reloads applied."},
-      {kConfigReloadFailures, kC, {}, "Configuration reloads refused (the previous configuration stays)."},
-      {kJournalUp, kG, {}, "1 when the OOM journal is open for writing, 0 when it is off (see the log for why)."},
-      {kJournalRecords, kC, {}, "OOM records written to the journal (each fsync'd)."},
-      {kJournalWriteFailures, kC, {}, "OOM records that could not be written to the journal."},
-      {kJournalDamaged, kC, {}, "Damaged journal records found (a torn tail set aside at start, corrupt lines skipped)."},
-      {kJournalBytes, kG, {}, "Size of the journal file, in bytes."},
-      {kSelfReportFailures, kC, {}, "Samples where the prover's self-reported memory use could not be read."},
-      {kUpdateFailures, kC, {}, "Exporter updates that failed (the previous update's series stay)."},
-      {kScrapeDuration, kG, {}, "Duration of the previous scrape's rendering, in seconds."},
-      {kSeries, kG, {}, "Series exported by the last update, this one included."},
-      {kSeriesDropped, kG, {}, "Series the caps (max_cgroups, max_series) left out of the last update."},
-      {kProcessesTracked, kG, {}, "Processes read in the last sample."},
-      {kProcessesSkipped, kG, {}, "Processes seen but not read in the last sample (over the process cap)."},
-      {kCgroupsMissing, kG, {}, "Watched cgroups (config key cgroups) that did not exist at the last sample."},
-      // probe
-      {kProbeAllocatable, kG, {"cgroup"}, "What the latest probe found allocatable in the cgroup, in bytes."},
-      {kProbeAllocated, kG, {"cgroup"}, "What the latest probe allocated and touched, in bytes."},
-      {kProbeOverhead, kG, {"cgroup", "kind"},
-       "The latest probe's charge beyond what it allocated, in bytes, by kind (others: other processes' growth; kernel)."},
-      {kProbeThroughput, kG, {"cgroup"}, "The latest probe's touching speed, in bytes per second."},
-      {kProbeDuration, kG, {"cgroup"}, "How long the latest probe took, release and reclaim included, in seconds."},
-      {kProbeTimestamp, kG, {"cgroup"}, "When the latest probe of the cgroup ran, in seconds since the Unix epoch."},
-      {kProbeAborted, kG, {"cgroup"}, "1 when the latest probe stopped early because memory pressure rose."},
-      {kProbes, kC, {"outcome"}, "Probe requests by outcome (done, aborted, failed, refused)."},
-      // budget
-      {kBudget, kG, cg, "The prover's budget: what it may use in all, in bytes, as /v1/budget serves it (no series when none can be given)."},
-      {kMargin, kG, cg, "What the budget keeps back for everything the controller cannot see, in bytes."},
-      {kBudgetGeneration, kG, cg, "Rises whenever the published budget or margin changes; a long-running prover re-reads /v1/budget then."},
-      {kMarginChanges, kC, {"cgroup", "reason"},
-       "Changes to the prover's learned margin, by reason (oom_kill: grown after an OOM kill; give_back: shrunk after clean periods)."},
-      // sensors
-      {kSensorState, kG, {"sensor", "state"}, "1 for the sensor's current state (active, degraded, off), 0 for the others."},
-      {kRingDrops, kC, {"ring"}, "Records the BPF ring buffers had no room for, by ring (oom, exit)."},
-      {kMapFullDrops, kC, {}, "Updates the BPF per-process maps had no room for."},
-      {kKmsgLost, kC, {}, "Messages /dev/kmsg overwrote before they were read."},
-      {kKmsgAbandoned, kC, {}, "OOM reports in /dev/kmsg abandoned incomplete."},
-      {kSensorEvents, kC, {}, "Records consumed from the BPF ring buffers."},
-      {kOomLatency, kG, {}, "For the last OOM kill, the time from oom:mark_victim in the kernel to the record in user space, in seconds."},
-      {kOomKills, kC, proc, "OOM kills the sensors saw, by victim's cgroup, role and command."},
-      {kOomKillLast, kG, proc, "Time of the last OOM kill the sensors saw, in seconds since the Unix epoch."},
-      // host
-      {kHostMemory, kG, {"kind"}, "Host memory from /proc/meminfo, in bytes."},
-      {kHostPressure, kC, {"kind"}, "Host memory pressure stall time (/proc/pressure/memory total), in seconds."},
-      // cgroups
-      {kCgroupLimit, kG, cg, "The cgroup's own memory limit, in bytes (no series when unlimited)."},
-      {kCgroupEffectiveLimit, kG, cg, "The limit of the tightest bound (own, an ancestor's, or the host's), in bytes."},
-      {kCgroupUsage, kG, cg, "Memory charged to the cgroup and its descendants, in bytes."},
-      {kCgroupPeak, kG, cg, "Highest memory usage the kernel recorded for the cgroup, in bytes."},
-      {kCgroupHeadroom, kG, cg, "Room left under the tightest bound, in bytes."},
-      {kCgroupMemory, kG, {"cgroup", "kind"}, "The cgroup's usage split into parts, in bytes; with kind=unattributed they add up to usage."},
-      {kCgroupInvisible, kG, cg, "Memory charged to the cgroup that no process's RSS shows, in bytes."},
-      {kCgroupOomEvents, kC, cg, "Times the cgroup hit its limit and the OOM killer was invoked (memory.events oom)."},
-      {kCgroupOomKills, kC, cg, "Processes the OOM killer killed in the cgroup (memory.events oom_kill, v1 oom_control)."},
-      {kCgroupLimitHits, kC, cg, "Times usage hit the limit (v1 memory.failcnt, v2 memory.events max)."},
-      {kCgroupPressure, kC, {"cgroup", "kind"}, "Memory pressure stall time of the cgroup (v2 memory.pressure total), in seconds."},
-      {kCgroupProcesses, kG, cg, "Processes in the cgroup and its descendants."},
-      // processes
-      {kProcRss, kG, proc_kind, "Resident memory of the processes in the group, by kind (anon, file, shmem), in bytes."},
-      {kProcPss, kG, proc, "Proportional set size of the processes in the group, in bytes."},
-      {kProcPageTables, kG, proc, "Page tables of the processes in the group (VmPTE), in bytes."},
-      {kProcSwap, kG, proc, "Swapped-out memory of the processes in the group, in bytes."},
-      {kProcPinned, kG, proc, "Host memory pinned for device DMA by the processes in the group, in bytes."},
-      {kProcPinnedPeak, kG, proc, "Sum of the processes' peak pinned host memory, in bytes."},
-      {kProcDevice, kG, proc, "CUDA device memory allocated by the processes in the group, in bytes."},
-      {kProcDevicePeak, kG, proc, "Sum of the processes' peak CUDA device memory, in bytes."},
-      {kProcFaults, kC, proc_kind, "Page faults of the processes in the group, by kind (minor, major)."},
-      {kProcMmap, kC, {"cgroup", "role", "process", "op"}, "Bytes the processes in the group mapped and unmapped, by op (mmap, munmap)."},
-      {kProcGroupSize, kG, proc, "Processes summed into the group's series."},
-  };
-}
-
-const std::unordered_map<std::string_view, const MetricInfo*>& catalogIndex() {
-  static const std::unordered_map<std::string_view, const MetricInfo*> index = [] {
-    std::unordered_map<std::string_view, const MetricInfo*> m;
-    for (const MetricInfo& i : metricCatalog()) m.emplace(i.name, &i);
-    return m;
-  }();
-  return index;
-}
+using namespace exporter_detail;  // NOLINT(google-build-using-namespace): the family names
 
 // The catalogue's entry for a family the code is about to fill: a name missing from it is a
 // programming error (asserted in debug builds; the family is left out otherwise).
@@ -519,17 +345,6 @@ void emitSensors(SeriesSink& sink, const Snapshot& snap, const SensorCounters& c
 }  // namespace
 
 const char* toString(MetricType t) { return t == MetricType::kCounter ? "counter" : "gauge"; }
-
-const std::vector<MetricInfo>& metricCatalog() {
-  static const std::vector<MetricInfo> catalog = buildCatalog();
-  return catalog;
-}
-
-const MetricInfo* findMetric(std::string_view name) {
-  const auto& index = catalogIndex();
-  auto it = index.find(name);
-  return it == index.end() ? nullptr : it->second;
-}
 
 struct Exporter::State {
   struct OomCount {
