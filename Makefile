@@ -9,7 +9,7 @@ RELEASE := build/release
 DEBUG := build/debug
 CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
 
-.PHONY: all deps build build-debug run test test-kernels capture-fixtures unit-test tidy bench demo clean
+.PHONY: all deps build build-debug run test test-kernels capture-fixtures unit-test tidy format bench demo clean
 
 all: build
 
@@ -72,6 +72,10 @@ demo: deps $(BENCH)/build.ninja
 
 tidy: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -L lint
+
+# The layout .clang-format describes, applied to every C++ and C file (the `format` test checks it).
+format:
+	tests/lint/format.sh . --fix
 
 clean:
 	rm -rf build

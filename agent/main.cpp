@@ -1,7 +1,7 @@
 // headroom: memory telemetry for GPU proving machines. The only place that turns flags into
 // objects; each subcommand's work lives in agent/cli.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <iostream>
 
@@ -52,11 +52,12 @@ int run(int argc, char** argv) {
                  "Read /proc and /sys under this directory (a container's view of the host's /, or a fixture tree)")
       ->capture_default_str();
   auto* log_level_opt = app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
+                            ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+                            ->capture_default_str();
 
   headroom::cli::SnapshotOptions snap;
-  auto* snapshot = app.add_subcommand("snapshot", "One memory snapshot: machine, cgroups with their breakdown, processes");
+  auto* snapshot =
+      app.add_subcommand("snapshot", "One memory snapshot: machine, cgroups with their breakdown, processes");
   snapshot->add_flag("--json", snap.json, "The full model as JSON (bytes as integers)");
   snapshot->add_option("--cgroup", snap.cgroup, "Only this memory cgroup (path inside the hierarchy) and its subtree");
   snapshot->add_option("--pid", snap.pid, "Only this process and its memory cgroup")->check(CLI::PositiveNumber);
@@ -71,13 +72,15 @@ int run(int argc, char** argv) {
   snapshot->add_option("--cuda-library", snap.cuda_libraries, "A libcuda.so to probe (absolute path; repeatable)");
   snapshot->add_option("--tracepoint", snap.tracepoints, "SENSOR=NAME: point a sensor at another tracepoint")
       ->group("");  // for tests and odd kernels, not for everyday use
-  snapshot->add_flag("--watch-ooms", snap.watch_ooms, "Print OOM kills as they happen (with --json: one object per line)");
+  snapshot->add_flag("--watch-ooms", snap.watch_ooms,
+                     "Print OOM kills as they happen (with --json: one object per line)");
   snapshot->add_option("--count", snap.max_ooms, "With --watch-ooms: stop after this many OOM kills");
   snapshot->add_option("--seconds", snap.watch_seconds, "With --watch-ooms: stop after this many seconds")
       ->check(CLI::NonNegativeNumber);
 
   headroom::cli::AgentOptions agent_opts;
-  auto* agent = app.add_subcommand("agent", "The sidecar: samples, attaches the sensors, serves /metrics and the JSON API");
+  auto* agent =
+      app.add_subcommand("agent", "The sidecar: samples, attaches the sensors, serves /metrics and the JSON API");
   std::string config_path;
   agent->add_option("--config", config_path, "The TOML config file (every key below is also a flag, which wins)");
   agent->add_flag("--check-config", agent_opts.check_config, "Validate the config and flags, print a summary, exit");
@@ -89,61 +92,81 @@ int run(int argc, char** argv) {
     const headroom::ConfigKey& k = keys[i];
     std::string help = fmt::format("{} [{}; config key {}]", k.help, k.kind, k.name);
     CLI::Option* o = agent->add_option(k.flag, flag_values[i], help)->group("Config keys");
-    if (k.repeatable) o->take_all();
-    else if (k.kind == "bool") o->expected(0, 1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // alone: true
-    else o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    if (k.repeatable)
+      o->take_all();
+    else if (k.kind == "bool")
+      o->expected(0, 1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // alone: true
+    else
+      o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     flag_options.push_back(o);
   }
 
   std::string agent_journal;
-  auto* agent_journal_opt = agent->add_option("--journal", agent_journal, "The OOM journal (the same as --journal.path)");
+  auto* agent_journal_opt =
+      agent->add_option("--journal", agent_journal, "The OOM journal (the same as --journal.path)");
 
   headroom::cli::ProbeCliOptions probe_opts;
-  auto* probe = app.add_subcommand("probe", "How much more can really be allocated in a cgroup now (allocates, measures, releases)");
-  probe->add_option("--cgroup", probe_opts.cgroup, "The memory cgroup to probe (path inside the hierarchy); default: the caller's own");
-  probe->add_option("--stop-margin", probe_opts.stop_margin, "Stop this far from the nearest limit (default 2GiB, scaled down for small limits)");
+  auto* probe = app.add_subcommand(
+      "probe", "How much more can really be allocated in a cgroup now (allocates, measures, releases)");
+  probe->add_option("--cgroup", probe_opts.cgroup,
+                    "The memory cgroup to probe (path inside the hierarchy); default: the caller's own");
+  probe->add_option("--stop-margin", probe_opts.stop_margin,
+                    "Stop this far from the nearest limit (default 2GiB, scaled down for small limits)");
   probe->add_option("--chunk", probe_opts.chunk, "Largest step (default 1GiB; shrinks near the limit)");
   probe->add_option("--max", probe_opts.max, "Never allocate more than this");
-  probe->add_option("--touch", probe_opts.touch, "populate (MADV_POPULATE_WRITE), memset (one thread), threads")->capture_default_str();
+  probe->add_option("--touch", probe_opts.touch, "populate (MADV_POPULATE_WRITE), memset (one thread), threads")
+      ->capture_default_str();
   probe->add_option("--threads", probe_opts.threads, "Touching threads (default: the cores available)");
-  probe->add_option("--reclaim-timeout", probe_opts.reclaim_timeout, "Wait at most this long for usage to come back")->capture_default_str();
+  probe->add_option("--reclaim-timeout", probe_opts.reclaim_timeout, "Wait at most this long for usage to come back")
+      ->capture_default_str();
   probe->add_flag("--json", probe_opts.json, "JSON (the old probe's fields plus the new ones)");
 
   // The policy flags `run` and `budget` share.
   auto addPolicyFlags = [](CLI::App* sub, headroom::cli::PolicyFlags& f) {
     // A launch script may append an override: the last one given wins.
-    auto last = [](CLI::Option* o) { o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->group("Budget policy"); };
+    auto last = [](CLI::Option* o) {
+      o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->group("Budget policy");
+    };
     last(sub->add_option("--margin-floor", f.margin_floor, "The margin never goes below this (default 1GiB)"));
-    last(sub->add_option("--margin-growth", f.margin_growth, "On an OOM kill the margin grows at least by this factor (default 1.5)"));
+    last(sub->add_option("--margin-growth", f.margin_growth,
+                         "On an OOM kill the margin grows at least by this factor (default 1.5)"));
     last(sub->add_option("--margin-step", f.margin_step, "... and at least by this much (default 256MiB)"));
     last(sub->add_option("--overhead-factor", f.overhead_factor,
                          "... and to this times the overhead beyond the budget seen at the kill (default 1.5)"));
     last(sub->add_option("--max-retries", f.max_retries, "OOM-killed attempts retried at most (default 3)"));
-    last(sub->add_option("--give-back-after", f.give_back_after, "Clean runs after which one margin step is given back (default 3)"));
+    last(sub->add_option("--give-back-after", f.give_back_after,
+                         "Clean runs after which one margin step is given back (default 3)"));
   };
 
-
   headroom::cli::RunOptions run_opts;
-  auto* run_cmd = app.add_subcommand("run", "Supervise a prover: give it a budget, retry with a larger margin after a confirmed OOM kill");
-  run_cmd->add_option("--cgroup", run_opts.cgroup, "Run the prover in this memory cgroup (made when missing); default: the caller's own");
+  auto* run_cmd = app.add_subcommand(
+      "run", "Supervise a prover: give it a budget, retry with a larger margin after a confirmed OOM kill");
+  run_cmd->add_option("--cgroup", run_opts.cgroup,
+                      "Run the prover in this memory cgroup (made when missing); default: the caller's own");
   addPolicyFlags(run_cmd, run_opts.policy);
-  run_cmd->add_option("--reclaim-timeout", run_opts.reclaim_timeout,
-                      "Before a retry, wait at most this long for the cgroup's usage to fall back")
+  run_cmd
+      ->add_option("--reclaim-timeout", run_opts.reclaim_timeout,
+                   "Before a retry, wait at most this long for the cgroup's usage to fall back")
       ->capture_default_str();
   run_cmd->add_option("--state-file", run_opts.state_file,
                       "Where the learned margin is kept (default /var/lib/headroom/budget<cgroup path, / as _>.json)");
   run_cmd->add_flag("--no-state", run_opts.no_state, "Keep no state: start from the floor, learn nothing across runs");
-  run_cmd->add_flag("--probe", run_opts.probe, "Probe the cgroup before the first attempt; the budget never exceeds what it found");
+  run_cmd->add_flag("--probe", run_opts.probe,
+                    "Probe the cgroup before the first attempt; the budget never exceeds what it found");
   run_cmd->add_option("--probe-stop-margin", run_opts.probe_stop_margin, "With --probe: the probe's stop margin");
   run_cmd->add_option("--budget-env", run_opts.budget_env,
                       "Hand the budget in this environment variable: NAME (value as --budget-format) or NAME=TEMPLATE");
-  run_cmd->add_option("--budget-arg", run_opts.budget_arg,
-                      "Append this argument to the command, e.g. --budget-arg='--memory-budget={gib}GiB' "
-                      "(placeholders {bytes} {kib} {mib} {gib} {gib_float}; use the = form for a value that starts with -)");
-  run_cmd->add_option("--budget-file", run_opts.budget_file, "Write the budget to this file before each attempt (atomically)");
-  run_cmd->add_option("--budget-format", run_opts.budget_format, "TEMPLATE for --budget-env NAME and --budget-file")->capture_default_str();
-  run_cmd->add_option("--self-report", run_opts.self_report,
-                      "A file where the prover writes how much memory it believes it uses (bytes, a size, or JSON used_bytes)");
+  run_cmd->add_option(
+      "--budget-arg", run_opts.budget_arg,
+      "Append this argument to the command, e.g. --budget-arg='--memory-budget={gib}GiB' "
+      "(placeholders {bytes} {kib} {mib} {gib} {gib_float}; use the = form for a value that starts with -)");
+  run_cmd->add_option("--budget-file", run_opts.budget_file,
+                      "Write the budget to this file before each attempt (atomically)");
+  run_cmd->add_option("--budget-format", run_opts.budget_format, "TEMPLATE for --budget-env NAME and --budget-file")
+      ->capture_default_str();
+  run_cmd->add_option(
+      "--self-report", run_opts.self_report,
+      "A file where the prover writes how much memory it believes it uses (bytes, a size, or JSON used_bytes)");
   bool run_no_bpf = false;
   run_cmd->add_flag("--no-bpf", run_no_bpf, "No BPF sensors: OOM kills from the cgroup's counter and /dev/kmsg");
   run_cmd->add_option("--sample-interval", run_opts.sample_interval, "How often the prover is sampled while it runs")
@@ -152,14 +175,17 @@ int run(int argc, char** argv) {
 
   headroom::cli::BudgetCliOptions budget_opts;
   auto* budget = app.add_subcommand("budget", "The prover's budget now, in one line: from the agent, or computed here");
-  budget->add_option("--format", budget_opts.format, "bytes, mib, gib (whole units, rounded down), env (shell assignments), json")
+  budget
+      ->add_option("--format", budget_opts.format,
+                   "bytes, mib, gib (whole units, rounded down), env (shell assignments), json")
       ->check(CLI::IsMember({"bytes", "mib", "gib", "env", "json"}))
       ->capture_default_str();
   budget->add_option("--agent", budget_opts.agent_url, "Ask the agent at this URL first")->capture_default_str();
   budget->add_flag("--local", budget_opts.local, "Never ask the agent: compute the budget here");
   budget->add_option("--cgroup", budget_opts.cgroup, "Local: the prover's memory cgroup; default: the caller's own");
   budget->add_option("--role-rule", budget_opts.role_rules, "Local: ROLE=KIND:VALUE rules that say who the prover is");
-  budget->add_option("--state-file", budget_opts.state_file, "Local: the learned margin (default: the prover cgroup's)");
+  budget->add_option("--state-file", budget_opts.state_file,
+                     "Local: the learned margin (default: the prover cgroup's)");
   addPolicyFlags(budget, budget_opts.policy);
 
   headroom::cli::ReportOptions report_opts;
@@ -168,8 +194,9 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   report->add_flag("--list", report_opts.list, "One line per recorded OOM kill");
   report->add_option("--id", report_opts.id, "This record");
-  report->add_option("--since", report_opts.since,
-                     "Only kills since then: 2026-12-02T14:00:00Z, '2026-12-02 14:00' (UTC), a unix time, or an age (2h, 30m)");
+  report->add_option(
+      "--since", report_opts.since,
+      "Only kills since then: 2026-12-02T14:00:00Z, '2026-12-02 14:00' (UTC), a unix time, or an age (2h, 30m)");
   report->add_flag("--json", report_opts.json, "The record(s) as JSON");
   report->add_option("--svg", report_opts.svg, "Also draw the last minute before the kill into this SVG file");
   report->add_option("--html", report_opts.html, "Also write a self-contained HTML page of the report here");

@@ -5,7 +5,7 @@ set -euo pipefail
 
 build_pkgs=(
   build-essential cmake ninja-build pkg-config git
-  clang llvm clang-tidy libclang-rt-14-dev
+  clang llvm clang-tidy clang-format libclang-rt-14-dev
   libbpf-dev bpftool libelf-dev zlib1g-dev
   prometheus-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev

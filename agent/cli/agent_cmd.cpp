@@ -43,11 +43,11 @@ int runAgent(const AgentOptions& opts, std::ostream& out, std::ostream& err) {
   auto cfg = agentConfig(opts);
   if (!cfg) return fail(err, "agent", cfg.error());
   if (opts.check_config) {
-    out << fmt::format("config OK{}: listen {}, interval {} ms, {} role rule(s), {} watched cgroup(s), log {} {}, budget {}\n",
-                       opts.config_path ? " (" + *opts.config_path + ")" : " (defaults)", cfg->listen.text(),
-                       cfg->interval.count(), cfg->role_rules.size(),
-                       cfg->cgroups.empty() ? std::string("all") : std::to_string(cfg->cgroups.size()),
-                       toString(cfg->log_format), cfg->log_level, budgetSummary(*cfg));
+    out << fmt::format(
+        "config OK{}: listen {}, interval {} ms, {} role rule(s), {} watched cgroup(s), log {} {}, budget {}\n",
+        opts.config_path ? " (" + *opts.config_path + ")" : " (defaults)", cfg->listen.text(), cfg->interval.count(),
+        cfg->role_rules.size(), cfg->cgroups.empty() ? std::string("all") : std::to_string(cfg->cgroups.size()),
+        toString(cfg->log_format), cfg->log_level, budgetSummary(*cfg));
     return kExitOk;
   }
   std::optional<std::string> log_level;

@@ -34,7 +34,8 @@ struct Answer {
 
 Result<std::uint64_t> u64Field(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end() || !it->is_number_unsigned()) return makeError(0, fmt::format("{}: missing or not a byte count", key));
+  if (it == j.end() || !it->is_number_unsigned())
+    return makeError(0, fmt::format("{}: missing or not a byte count", key));
   return it->get<std::uint64_t>();
 }
 
@@ -49,15 +50,18 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
   if (!r) return r.error();
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (r->status != 200) {
-    std::string why = j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
-                                                                                     : fmt::format("HTTP {}", r->status);
+    std::string why = j.is_object() && j.contains("error") && j["error"].is_string()
+                          ? j["error"].get<std::string>()
+                          : fmt::format("HTTP {}", r->status);
     bool refused = j.is_object() && j.contains("decision") && j["decision"].is_object() &&
                    (opts.cgroup.empty() || normaliseCgroupPath(opts.cgroup) == j.value("cgroup", ""));
-    return makeError(refused ? ErrorKind::kUnavailable : ErrorKind::kIo, fmt::format("{} answered {}: {}", url, r->status, why));
+    return makeError(refused ? ErrorKind::kUnavailable : ErrorKind::kIo,
+                     fmt::format("{} answered {}: {}", url, r->status, why));
   }
   if (!j.is_object()) return makeError(0, fmt::format("{}: the answer is not a JSON object", url));
   Answer a;
-  for (auto [key, into] : {std::pair{"budget_bytes", &a.budget}, {"margin_bytes", &a.margin}, {"generation", &a.generation}}) {
+  for (auto [key, into] :
+       {std::pair{"budget_bytes", &a.budget}, {"margin_bytes", &a.margin}, {"generation", &a.generation}}) {
     auto v = u64Field(j, key);
     if (!v) return v.error().wrap(url);
     *into = *v;
@@ -65,7 +69,8 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
   a.cgroup = j.value("cgroup", "");
   // An agent that budgets for another prover does not answer for this one.
   if (!opts.cgroup.empty() && normaliseCgroupPath(opts.cgroup) != a.cgroup)
-    return makeError(0, fmt::format("the agent at {} budgets for cgroup {}, not --cgroup {}", base, a.cgroup, opts.cgroup));
+    return makeError(
+        0, fmt::format("the agent at {} budgets for cgroup {}, not --cgroup {}", base, a.cgroup, opts.cgroup));
   a.source = "agent";
   a.doc = std::move(j);
   return a;
@@ -126,8 +131,9 @@ void print(const Answer& a, const std::string& format, std::ostream& out) {
     out << (a.budget >> 30) << "\n";
   } else if (format == "env") {
     // Digits and two fixed words: safe to eval or source as they are.
-    out << fmt::format("HEADROOM_BUDGET_BYTES={} HEADROOM_MARGIN_BYTES={} HEADROOM_BUDGET_GENERATION={} HEADROOM_BUDGET_SOURCE={}\n",
-                       a.budget, a.margin, a.generation, a.source);
+    out << fmt::format(
+        "HEADROOM_BUDGET_BYTES={} HEADROOM_MARGIN_BYTES={} HEADROOM_BUDGET_GENERATION={} HEADROOM_BUDGET_SOURCE={}\n",
+        a.budget, a.margin, a.generation, a.source);
   } else {
     nlohmann::json doc = a.doc;
     doc["source"] = a.source;

@@ -37,9 +37,10 @@ Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy p) {
     into = *v;
     return ok();
   };
-  for (const Status& s : {size("--margin-floor", f.margin_floor, p.margin_floor), size("--margin-step", f.margin_step, p.margin_step),
-                   factor("--margin-growth", f.margin_growth, p.margin_growth),
-                   factor("--overhead-factor", f.overhead_factor, p.overhead_factor)}) {
+  for (const Status& s :
+       {size("--margin-floor", f.margin_floor, p.margin_floor), size("--margin-step", f.margin_step, p.margin_step),
+        factor("--margin-growth", f.margin_growth, p.margin_growth),
+        factor("--overhead-factor", f.overhead_factor, p.overhead_factor)}) {
     if (!s) return unexpected(s.error());
   }
   if (f.max_retries) p.max_retries = *f.max_retries;
@@ -47,8 +48,10 @@ Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy p) {
   if (auto s = validate(p); !s) {
     // validate() names the setting; the user typed a flag.
     std::string msg = s.error().describe();
-    for (auto [key, flag] : {std::pair{"margin_growth", "--margin-growth"}, {"overhead_factor", "--overhead-factor"},
-                             {"max_retries", "--max-retries"}, {"give_back_after", "--give-back-after"}}) {
+    for (auto [key, flag] : {std::pair{"margin_growth", "--margin-growth"},
+                             {"overhead_factor", "--overhead-factor"},
+                             {"max_retries", "--max-retries"},
+                             {"give_back_after", "--give-back-after"}}) {
       if (msg.rfind(key, 0) == 0) msg = flag + msg.substr(std::string_view(key).size());
     }
     return badInput(msg);

@@ -4,8 +4,8 @@
 #include <ostream>
 
 #include "headroom/cli/commands.h"
-#include "headroom/probe/probe.h"
 #include "headroom/model/snapshot_json.h"
+#include "headroom/probe/probe.h"
 #include "headroom/sources/collector.h"
 #include "headroom/util/exit_codes.h"
 #include "headroom/util/units.h"
@@ -27,8 +27,11 @@ nlohmann::json toJson(const ProbeResult& r) {
       {"probe_chunks", r.probe_chunks},
       // New.
       {"cgroup", r.cgroup},
-      {"bound", {{"name", r.bound.name}, {"kind", r.bound.kind}, {"limit_bytes", r.bound.limit},
-                 {"usage_before_bytes", r.bound.usage_before}}},
+      {"bound",
+       {{"name", r.bound.name},
+        {"kind", r.bound.kind},
+        {"limit_bytes", r.bound.limit},
+        {"usage_before_bytes", r.bound.usage_before}}},
       {"stop_margin_bytes", r.stop_margin_bytes},
       {"allocatable_bytes", r.allocatable_bytes},
       {"placement", r.placement},
@@ -76,7 +79,8 @@ std::string renderProbe(const ProbeResult& r) {
   s += fmt::format("  placement  {}\n", r.placement);
   s += fmt::format("  stopped    {}{}\n", r.aborted ? "ABORTED: " : "", r.stop_reason);
   if (r.oom_kills_after != r.oom_kills_before)
-    s += fmt::format("  WARNING    the cgroup's oom_kill counter rose from {} to {}\n", r.oom_kills_before, r.oom_kills_after);
+    s += fmt::format("  WARNING    the cgroup's oom_kill counter rose from {} to {}\n", r.oom_kills_before,
+                     r.oom_kills_after);
   return s;
 }
 

@@ -89,7 +89,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
   if (!have_main && !have_rotated) {
     if (main_errno == ENOENT)
       return none(fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
-                                            opts.journal));
+                              opts.journal));
     if (main_errno == ENOTDIR || main_errno == ENAMETOOLONG || main_errno == ELOOP)
       return fail(makeError(main_errno, fmt::format("--journal {}", opts.journal)).as(ErrorKind::kBadInput));
   }
@@ -106,7 +106,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
   const std::vector<json>& all = contents->records;
   if (all.empty()) {
     return none(fmt::format("the journal at {} holds no OOM kills{}", opts.journal,
-                                          contents->damage.empty() ? "" : " (only damaged records)"));
+                            contents->damage.empty() ? "" : " (only damaged records)"));
   }
   std::vector<json> chosen;
   for (const json& rec : all) {
@@ -120,7 +120,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
   if (chosen.empty()) {
     auto latest = recordTime(all.back());
     return none(fmt::format("no OOM kills since {} in {} ({} recorded{})", formatUtc(*since), opts.journal, all.size(),
-                                          latest ? ", the latest at " + formatUtc(*latest) : ""));
+                            latest ? ", the latest at " + formatUtc(*latest) : ""));
   }
 
   if (opts.id) {
@@ -139,7 +139,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
                              : std::string("no record has an id");
       bool before_since = std::any_of(all.begin(), all.end(), match);
       return none(fmt::format("no record with id {} in {}{} ({})", *opts.id, opts.journal,
-                                            before_since ? " since " + opts.since : "", range));
+                              before_since ? " since " + opts.since : "", range));
     }
     chosen = {*it};
   }
@@ -163,8 +163,10 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
     if (auto s = writeFile(opts.html, renderReportHtml(rec), "HTML page"); !s) return fail(s.error());
   }
   // As stored: one line of JSON that parses back to the very record.
-  if (opts.json) out << dumpJson(rec) << "\n";
-  else out << renderReport(rec);
+  if (opts.json)
+    out << dumpJson(rec) << "\n";
+  else
+    out << renderReport(rec);
   return kExitOk;
 }
 

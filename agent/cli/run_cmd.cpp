@@ -17,7 +17,8 @@ namespace {
 
 bool validEnvName(std::string_view n) {
   if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
-  return std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(n.begin(), n.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 Result<SupervisorConfig> supervisorConfig(const RunOptions& o) {
@@ -45,15 +46,18 @@ Result<SupervisorConfig> supervisorConfig(const RunOptions& o) {
     auto eq = spec.find('=');
     std::string name = spec.substr(0, eq);
     std::string tmpl = eq == std::string::npos ? o.budget_format : spec.substr(eq + 1);
-    if (!validEnvName(name)) return badInput(fmt::format("--budget-env \"{}\": \"{}\" is not a variable name", spec, name));
-    if (auto f = formatBudget(tmpl, 0); !f) return badInput(fmt::format("--budget-env \"{}\": {}", spec, f.error().describe()));
+    if (!validEnvName(name))
+      return badInput(fmt::format("--budget-env \"{}\": \"{}\" is not a variable name", spec, name));
+    if (auto f = formatBudget(tmpl, 0); !f)
+      return badInput(fmt::format("--budget-env \"{}\": {}", spec, f.error().describe()));
     c.handover.env[name] = tmpl;
   }
   for (const std::string& t : o.budget_arg) {
     if (auto f = formatBudget(t, 0); !f) return badInput(fmt::format("--budget-arg: {}", f.error().describe()));
   }
   c.handover.args = o.budget_arg;
-  if (auto f = formatBudget(o.budget_format, 0); !f) return badInput(fmt::format("--budget-format: {}", f.error().describe()));
+  if (auto f = formatBudget(o.budget_format, 0); !f)
+    return badInput(fmt::format("--budget-format: {}", f.error().describe()));
   c.handover.file_format = o.budget_format;
   if (!o.budget_file.empty() && o.budget_file.front() != '/')
     return badInput(fmt::format("--budget-file \"{}\": an absolute path, please", o.budget_file));

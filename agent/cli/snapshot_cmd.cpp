@@ -79,14 +79,17 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   co.pid = opts.pid;
   co.read_smaps = opts.smaps;
   auto raw = source->collector->collect(co);
-  if (!raw) return fail(err, "snapshot", raw.error().as(ErrorKind::kBadInput));  // a --cgroup or --pid that is not there
+  if (!raw)
+    return fail(err, "snapshot", raw.error().as(ErrorKind::kBadInput));  // a --cgroup or --pid that is not there
   std::vector<pid_t> pids;
   for (const ProcessSample& p : raw->processes) pids.push_back(p.pid);
   sensors->discoverCuda(pids);
   auto readings = sensors->readings(raw->processes);
   auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(*rules)), std::move(readings));
-  if (opts.json) out << dumpJson(toJson(*snap), 2) << "\n";
-  else out << renderSnapshotTable(*snap, opts.top);
+  if (opts.json)
+    out << dumpJson(toJson(*snap), 2) << "\n";
+  else
+    out << renderSnapshotTable(*snap, opts.top);
   return kExitOk;
 }
 

@@ -21,7 +21,8 @@ std::string partsLine(const Attribution& a, bool visible) {
   for (const Part& p : a.parts) {
     if (isVisible(p.kind) != visible) continue;
     if (!line.empty()) line += "  ";
-    line += fmt::format("{} {}{}", toString(p.kind), formatBytes(p.bytes), p.accuracy == Accuracy::kEstimated ? "~" : "");
+    line +=
+        fmt::format("{} {}{}", toString(p.kind), formatBytes(p.bytes), p.accuracy == Accuracy::kEstimated ? "~" : "");
   }
   return line;
 }
@@ -35,8 +36,8 @@ std::string optBytes(const std::optional<std::uint64_t>& v, const char* none = "
 std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
   std::string o;
   const Meminfo& mi = s.host.meminfo;
-  o += fmt::format("headroom snapshot  {}  cgroups: {} (memory on v{} at {})\n\n", formatUtcMs(s.wall_time_ns / 1'000'000),
-                   toString(s.mode), s.memory_version, s.memory_mount);
+  o += fmt::format("headroom snapshot  {}  cgroups: {} (memory on v{} at {})\n\n",
+                   formatUtcMs(s.wall_time_ns / 1'000'000), toString(s.mode), s.memory_version, s.memory_mount);
   o += "MACHINE\n";
   o += fmt::format("  total {}  available {}{}  free {}  shmem {}  swap {} of {}\n", formatBytes(mi.mem_total),
                    formatBytes(mi.mem_available), mi.mem_available_estimated ? "~" : "", formatBytes(mi.mem_free),
@@ -66,7 +67,8 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
   }
 
   o += "\nCGROUPS  (~ estimated; headroom = room under the tightest bound)\n";
-  o += fmt::format("  {:<44} {:>10} {:>10} {:>10} {:>10}  {}\n", "CGROUP", "LIMIT", "USAGE", "PEAK", "HEADROOM", "BOUND");
+  o += fmt::format("  {:<44} {:>10} {:>10} {:>10} {:>10}  {}\n", "CGROUP", "LIMIT", "USAGE", "PEAK", "HEADROOM",
+                   "BOUND");
   for (const CgroupSnapshot& c : s.cgroups) {
     const CgroupMemory& m = c.memory;
     std::string bound = c.tightest ? (c.tightest->name == m.path ? "own limit" : c.tightest->name) : "-";
@@ -123,7 +125,8 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
                    st.processes_read, st.processes_vanished, st.processes_failed, st.processes_without_pss,
                    st.kernel_threads);
   if (st.processes_outside_mount > 0)
-    o += fmt::format("{} processes in cgroups outside the mounted cgroup tree (not read)\n", st.processes_outside_mount);
+    o +=
+        fmt::format("{} processes in cgroups outside the mounted cgroup tree (not read)\n", st.processes_outside_mount);
   for (const auto& w : st.warnings) o += fmt::format("warning: {}\n", w);
   return o;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,7 +13,6 @@
 #include <functional>
 #include <map>
 #include <sstream>
-#include <toml++/toml.h>
 #include <tuple>
 #include <utility>
 
@@ -152,8 +152,8 @@ Status applyNode(AgentConfig& cfg, const KeySpec& spec, const toml::node& node, 
   if (spec.key.repeatable) {
     const toml::array* arr = node.as_array();
     if (arr == nullptr)
-      return makeError(0,
-                       fmt::format("{}: {} = {}: must be an array (e.g. {})", source, name, render(node), spec.example));
+      return makeError(
+          0, fmt::format("{}: {} = {}: must be an array (e.g. {})", source, name, render(node), spec.example));
     for (std::size_t i = 0; i < arr->size(); ++i) {
       const toml::node& el = (*arr)[i];
       values.push_back(Given{&el, {}, fmt::format("{}: {}[{}] = {}", source, name, i, render(el))});
@@ -182,10 +182,16 @@ const std::vector<ConfigKey>& configKeys() {
 Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
   using Get = std::function<std::string(const AgentConfig&)>;
   auto str = [](auto field) -> Get { return [field](const AgentConfig& c) { return quotedText(field(c)); }; };
-  auto boolean = [](auto field) -> Get { return [field](const AgentConfig& c) { return std::string(field(c) ? "true" : "false"); }; };
+  auto boolean = [](auto field) -> Get {
+    return [field](const AgentConfig& c) { return std::string(field(c) ? "true" : "false"); };
+  };
   auto plain = [](auto field) -> Get { return [field](const AgentConfig& c) { return fmt::format("{}", field(c)); }; };
-  auto size = [](auto field) -> Get { return [field](const AgentConfig& c) { return quotedText(sizeText(field(c))); }; };
-  auto duration = [](auto field) -> Get { return [field](const AgentConfig& c) { return quotedText(durationText(field(c))); }; };
+  auto size = [](auto field) -> Get {
+    return [field](const AgentConfig& c) { return quotedText(sizeText(field(c))); };
+  };
+  auto duration = [](auto field) -> Get {
+    return [field](const AgentConfig& c) { return quotedText(durationText(field(c))); };
+  };
   auto list = [](auto field) -> Get {
     return [field](const AgentConfig& c) {
       std::vector<std::string> items;
@@ -258,8 +264,8 @@ Result<AgentConfig> parseAgentConfig(std::string_view toml_text, std::string_vie
     root = toml::parse(toml_text, src);
   } catch (const toml::parse_error& e) {
     const auto& at = e.source().begin;
-    return makeError(0, fmt::format("{}: invalid TOML at line {}, column {}: {}", src, at.line, at.column,
-                                         e.description()));
+    return makeError(
+        0, fmt::format("{}: invalid TOML at line {}, column {}: {}", src, at.line, at.column, e.description()));
   }
   AgentConfig cfg;
   for (const Entry& entry : flatten(root)) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,7 +13,6 @@
 #include <functional>
 #include <map>
 #include <sstream>
-#include <toml++/toml.h>
 #include <tuple>
 #include <utility>
 
@@ -72,7 +72,8 @@ KeySpec ringKey(std::string name, std::string help, std::function<void(AgentConf
                   bool pow2 = *n != 0 && (*n & (*n - 1)) == 0;
                   if (*n < kMinRingBytes || !pow2)
                     return v.front().fail(R"(must be a power of two, at least 4096 (e.g. "256KiB"))");
-                  if (*n > kMaxRingBytes) return v.front().fail(R"(must be a power of two, at most 1GiB (e.g. "256KiB"))");
+                  if (*n > kMaxRingBytes)
+                    return v.front().fail(R"(must be a power of two, at most 1GiB (e.g. "256KiB"))");
                   assign(c, static_cast<std::uint32_t>(*n));
                   return ok();
                 });
@@ -82,7 +83,8 @@ KeySpec enumKey(std::string name, std::string help, std::vector<std::string> all
                 std::function<void(AgentConfig&, std::size_t)> assign) {
   std::string kind = "enum(" + joined(allowed, "|") + ")";
   return scalar(std::move(name), std::move(kind), std::move(help),
-                [allowed = std::move(allowed), assign = std::move(assign)](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                [allowed = std::move(allowed), assign = std::move(assign)](AgentConfig& c,
+                                                                           const std::vector<Given>& v) -> Status {
                   std::string reason = "must be one of " + joined(allowed);
                   auto s = stringOf(v.front(), reason);
                   if (!s) return s.error();
@@ -103,7 +105,8 @@ KeySpec listKey(std::string name, std::string flag, std::string help, std::strin
 std::string policyReason(std::string_view message) {
   auto colon = message.find(": ");
   auto eq = message.find(" = ");
-  if (colon != std::string_view::npos && eq != std::string_view::npos && eq < colon) return std::string(message.substr(colon + 2));
+  if (colon != std::string_view::npos && eq != std::string_view::npos && eq < colon)
+    return std::string(message.substr(colon + 2));
   return std::string(message);
 }
 
@@ -152,7 +155,8 @@ std::vector<KeySpec> makeSpecs() {
                      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
                        auto d = durationOf(v.front());
                        if (!d) return d.error();
-                       if (*d < kMinInterval || *d > kMaxInterval) return v.front().fail("must be between 100ms and 1h");
+                       if (*d < kMinInterval || *d > kMaxInterval)
+                         return v.front().fail("must be between 100ms and 1h");
                        c.interval = *d;
                        return ok();
                      }));
@@ -196,15 +200,23 @@ std::vector<KeySpec> makeSpecs() {
 
   k.push_back(boolKey("sensors.bpf", "load the BPF sensors (off: /dev/kmsg and cgroup files only)",
                       [](AgentConfig& c, bool b) { c.sensors.bpf = b; }));
-  k.push_back(boolKey("sensors.kmsg", "read OOM reports from /dev/kmsg", [](AgentConfig& c, bool b) { c.sensors.kmsg = b; }));
-  k.push_back(boolKey("sensors.faults", "count page faults per process in BPF (on the fault path; off: /proc/<pid>/stat)", [](AgentConfig& c, bool b) { c.sensors.faults = b; }));
-  k.push_back(boolKey("sensors.mmap", "count mmap/munmap per process", [](AgentConfig& c, bool b) { c.sensors.mmap = b; }));
-  k.push_back(boolKey("sensors.rss", "follow RSS changes per process in BPF (on the fault path; off: /proc/<pid>/status)", [](AgentConfig& c, bool b) { c.sensors.rss = b; }));
-  k.push_back(boolKey("sensors.cuda", "attach the CUDA allocation probes", [](AgentConfig& c, bool b) { c.sensors.cuda = b; }));
+  k.push_back(
+      boolKey("sensors.kmsg", "read OOM reports from /dev/kmsg", [](AgentConfig& c, bool b) { c.sensors.kmsg = b; }));
+  k.push_back(boolKey("sensors.faults",
+                      "count page faults per process in BPF (on the fault path; off: /proc/<pid>/stat)",
+                      [](AgentConfig& c, bool b) { c.sensors.faults = b; }));
+  k.push_back(
+      boolKey("sensors.mmap", "count mmap/munmap per process", [](AgentConfig& c, bool b) { c.sensors.mmap = b; }));
+  k.push_back(boolKey("sensors.rss",
+                      "follow RSS changes per process in BPF (on the fault path; off: /proc/<pid>/status)",
+                      [](AgentConfig& c, bool b) { c.sensors.rss = b; }));
+  k.push_back(
+      boolKey("sensors.cuda", "attach the CUDA allocation probes", [](AgentConfig& c, bool b) { c.sensors.cuda = b; }));
   k.push_back(listKey("sensors.cuda_libraries", "--cuda-library",
                       "CUDA driver library to probe (absolute path); default: found automatically",
-                      R"(["/usr/lib/x86_64-linux-gnu/libcuda.so.1"])",
-                      [](AgentConfig& c, const std::vector<Given>& v) { return setPathList(v, c.sensors.cuda_libraries); }));
+                      R"(["/usr/lib/x86_64-linux-gnu/libcuda.so.1"])", [](AgentConfig& c, const std::vector<Given>& v) {
+                        return setPathList(v, c.sensors.cuda_libraries);
+                      }));
   k.push_back(listKey("sensors.cuda_runtime_targets", "--cuda-runtime-target",
                       "libcudart or a binary with the CUDA runtime linked in, to probe too (absolute path)",
                       R"(["/opt/app/bin/prover"])", [](AgentConfig& c, const std::vector<Given>& v) {
@@ -214,14 +226,15 @@ std::vector<KeySpec> makeSpecs() {
                       [](AgentConfig& c, std::uint32_t n) { c.sensors.oom_ring_bytes = n; }));
   k.push_back(ringKey("sensors.exit_ring_bytes", "size of the exit event ring buffer",
                       [](AgentConfig& c, std::uint32_t n) { c.sensors.exit_ring_bytes = n; }));
-  k.push_back(countKey("sensors.max_processes", "entries of the per-process counter maps", 1,
-                       [](AgentConfig& c, std::uint64_t n) { c.sensors.max_processes = static_cast<std::uint32_t>(n); }));
-  k.push_back(countKey("sensors.max_cuda_allocations", "live CUDA allocations tracked", 1, [](AgentConfig& c, std::uint64_t n) {
-    c.sensors.max_cuda_allocations = static_cast<std::uint32_t>(n);
-  }));
-  k.push_back(countKey("sensors.max_tracked_cgroups", "cgroups the BPF filter can hold", 1, [](AgentConfig& c, std::uint64_t n) {
-    c.sensors.max_tracked_cgroups = static_cast<std::uint32_t>(n);
-  }));
+  k.push_back(
+      countKey("sensors.max_processes", "entries of the per-process counter maps", 1,
+               [](AgentConfig& c, std::uint64_t n) { c.sensors.max_processes = static_cast<std::uint32_t>(n); }));
+  k.push_back(countKey(
+      "sensors.max_cuda_allocations", "live CUDA allocations tracked", 1,
+      [](AgentConfig& c, std::uint64_t n) { c.sensors.max_cuda_allocations = static_cast<std::uint32_t>(n); }));
+  k.push_back(
+      countKey("sensors.max_tracked_cgroups", "cgroups the BPF filter can hold", 1,
+               [](AgentConfig& c, std::uint64_t n) { c.sensors.max_tracked_cgroups = static_cast<std::uint32_t>(n); }));
 
   k.push_back(countKey("metrics.top_processes", "per-process series per role (the rest sum into \"other\")", 1,
                        [](AgentConfig& c, std::uint64_t n) { c.top_processes = n; }));
@@ -247,7 +260,8 @@ std::vector<KeySpec> makeSpecs() {
                      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
                        auto s = stringOf(v.front(), R"(must be a cgroup path (e.g. "/system.slice/prover.service"))");
                        if (!s) return s.error();
-                       if (s->empty()) return v.front().fail(R"(must be a cgroup path (e.g. "/system.slice/prover.service"))");
+                       if (s->empty())
+                         return v.front().fail(R"(must be a cgroup path (e.g. "/system.slice/prover.service"))");
                        c.probe_cgroup = normaliseCgroupPath(*s);
                        return ok();
                      }));
@@ -263,39 +277,46 @@ std::vector<KeySpec> makeSpecs() {
                        c.budget.cgroup = s->empty() ? std::string() : normaliseCgroupPath(*s);
                        return ok();
                      }));
-  k.push_back(policyKey("budget.margin_floor", "size", fmt::format("the margin never goes below this (default {})", sizeText(d.margin_floor)),
+  k.push_back(policyKey("budget.margin_floor", "size",
+                        fmt::format("the margin never goes below this (default {})", sizeText(d.margin_floor)),
                         [](BudgetPolicy& p, const Given& g) -> Status {
                           auto n = sizeOf(g);
                           if (!n) return n.error();
                           p.margin_floor = *n;
                           return ok();
                         }));
-  k.push_back(policyKey("budget.margin_growth", "number",
-                        fmt::format("on an OOM kill of the prover the margin grows at least this many times (default {})", d.margin_growth),
-                        [](BudgetPolicy& p, const Given& g) -> Status {
-                          auto x = numberOf(g);
-                          if (!x) return x.error();
-                          p.margin_growth = *x;
-                          return ok();
-                        }));
-  k.push_back(policyKey("budget.margin_step", "size",
-                        fmt::format("... and at least by this much; also what a give-back returns (default {})", sizeText(d.margin_step)),
-                        [](BudgetPolicy& p, const Given& g) -> Status {
-                          auto n = sizeOf(g);
-                          if (!n) return n.error();
-                          p.margin_step = *n;
-                          return ok();
-                        }));
-  k.push_back(policyKey("budget.overhead_factor", "number",
-                        fmt::format("... and to this times the overhead beyond the budget seen at the kill (default {})", d.overhead_factor),
-                        [](BudgetPolicy& p, const Given& g) -> Status {
-                          auto x = numberOf(g);
-                          if (!x) return x.error();
-                          p.overhead_factor = *x;
-                          return ok();
-                        }));
+  k.push_back(
+      policyKey("budget.margin_growth", "number",
+                fmt::format("on an OOM kill of the prover the margin grows at least this many times (default {})",
+                            d.margin_growth),
+                [](BudgetPolicy& p, const Given& g) -> Status {
+                  auto x = numberOf(g);
+                  if (!x) return x.error();
+                  p.margin_growth = *x;
+                  return ok();
+                }));
+  k.push_back(policyKey(
+      "budget.margin_step", "size",
+      fmt::format("... and at least by this much; also what a give-back returns (default {})", sizeText(d.margin_step)),
+      [](BudgetPolicy& p, const Given& g) -> Status {
+        auto n = sizeOf(g);
+        if (!n) return n.error();
+        p.margin_step = *n;
+        return ok();
+      }));
+  k.push_back(
+      policyKey("budget.overhead_factor", "number",
+                fmt::format("... and to this times the overhead beyond the budget seen at the kill (default {})",
+                            d.overhead_factor),
+                [](BudgetPolicy& p, const Given& g) -> Status {
+                  auto x = numberOf(g);
+                  if (!x) return x.error();
+                  p.overhead_factor = *x;
+                  return ok();
+                }));
   k.push_back(policyKey("budget.give_back_after", "count",
-                        fmt::format("clean periods after which one margin step is given back (default {}; 1..{})", d.give_back_after, kMaxCount),
+                        fmt::format("clean periods after which one margin step is given back (default {}; 1..{})",
+                                    d.give_back_after, kMaxCount),
                         [](BudgetPolicy& p, const Given& g) -> Status {
                           auto n = countOf(g, 1, kMaxCount);
                           if (!n) return n.error();
@@ -311,21 +332,24 @@ std::vector<KeySpec> makeSpecs() {
       return ok();
     });
   };
-  k.push_back(durationKey("budget.clean_period", "a prover running this long without an OOM kill counts as one clean run",
+  k.push_back(durationKey("budget.clean_period",
+                          "a prover running this long without an OOM kill counts as one clean run",
                           &BudgetPolicy::clean_period));
-  k.push_back(durationKey("budget.growth_window", "neighbours' growth and the overhead's peak are taken over this window",
+  k.push_back(durationKey("budget.growth_window",
+                          "neighbours' growth and the overhead's peak are taken over this window",
                           &BudgetPolicy::growth_window));
   k.push_back(durationKey("budget.probe_max_age", "a probe (POST /v1/probe) older than this no longer caps the budget",
                           &BudgetPolicy::probe_max_age));
-  k.push_back(policyKey("budget.hysteresis", "size",
-                        fmt::format("a new generation when the budget moves by more than this (or 1% of it; default {})",
-                                    sizeText(d.hysteresis_bytes)),
-                        [](BudgetPolicy& p, const Given& g) -> Status {
-                          auto n = sizeOf(g);
-                          if (!n) return n.error();
-                          p.hysteresis_bytes = *n;
-                          return ok();
-                        }));
+  k.push_back(
+      policyKey("budget.hysteresis", "size",
+                fmt::format("a new generation when the budget moves by more than this (or 1% of it; default {})",
+                            sizeText(d.hysteresis_bytes)),
+                [](BudgetPolicy& p, const Given& g) -> Status {
+                  auto n = sizeOf(g);
+                  if (!n) return n.error();
+                  p.hysteresis_bytes = *n;
+                  return ok();
+                }));
   k.push_back(scalar("budget.state_file", "string",
                      "where the learned margin is kept; default: /var/lib/headroom/budget<cgroup>.json",
                      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
@@ -334,7 +358,8 @@ std::vector<KeySpec> makeSpecs() {
                        c.budget.state_file = std::move(*s);
                        return ok();
                      }));
-  k.push_back(scalar("budget.file", "string", "write the budget (bytes) to this file at each new generation, atomically; default: none",
+  k.push_back(scalar("budget.file", "string",
+                     "write the budget (bytes) to this file at each new generation, atomically; default: none",
                      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
                        auto s = optionalPathOf(v.front());
                        if (!s) return s.error();
@@ -352,26 +377,29 @@ std::vector<KeySpec> makeSpecs() {
                        c.journal.path = std::move(*s);
                        return ok();
                      }));
-  k.push_back(scalar("journal.max_bytes", "size",
-                     fmt::format("beyond this the journal is rotated to <path>.1, keeping the newest (default {}; at least 1MiB)",
-                                 sizeText(jd.max_bytes)),
-                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
-                       auto n = sizeOf(v.front());
-                       if (!n) return n.error();
-                       if (*n < (1ULL << 20)) return v.front().fail("must be at least 1MiB");
-                       c.journal.max_bytes = *n;
-                       return ok();
-                     }));
-  k.push_back(scalar("journal.flight_window", "duration",
-                     fmt::format("the flight recorder keeps this much of each cgroup's samples for the record (default {}; 5s..1h)",
-                                 durationText(jd.flight_window)),
-                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
-                       auto t = durationOf(v.front());
-                       if (!t) return t.error();
-                       if (*t < std::chrono::seconds(5) || *t > std::chrono::hours(1)) return v.front().fail("must be between 5s and 1h");
-                       c.journal.flight_window = *t;
-                       return ok();
-                     }));
+  k.push_back(scalar(
+      "journal.max_bytes", "size",
+      fmt::format("beyond this the journal is rotated to <path>.1, keeping the newest (default {}; at least 1MiB)",
+                  sizeText(jd.max_bytes)),
+      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+        auto n = sizeOf(v.front());
+        if (!n) return n.error();
+        if (*n < (1ULL << 20)) return v.front().fail("must be at least 1MiB");
+        c.journal.max_bytes = *n;
+        return ok();
+      }));
+  k.push_back(scalar(
+      "journal.flight_window", "duration",
+      fmt::format("the flight recorder keeps this much of each cgroup's samples for the record (default {}; 5s..1h)",
+                  durationText(jd.flight_window)),
+      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+        auto t = durationOf(v.front());
+        if (!t) return t.error();
+        if (*t < std::chrono::seconds(5) || *t > std::chrono::hours(1))
+          return v.front().fail("must be between 5s and 1h");
+        c.journal.flight_window = *t;
+        return ok();
+      }));
   k.push_back(scalar("prover.self_report", "string",
                      "where the prover says how much memory it believes it uses: /path/file, "
                      "http://127.0.0.1:PORT/PATH#json:FIELD.PATH or #metric:NAME{label=\"v\"}; default: none",

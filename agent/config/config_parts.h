@@ -3,12 +3,12 @@
 // value, and the table of keys. Private to agent/config.
 #pragma once
 
+#include <toml++/toml.h>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
-#include <toml++/toml.h>
 #include <vector>
 
 #include "headroom/config/config.h"
@@ -34,7 +34,6 @@ struct Given {
 
   Error fail(std::string_view reason) const { return badInput(fmt::format("{}: {}", subject, reason)); }
 };
-
 
 // --- Values, each from either source. Errors say what is allowed. ---
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,7 +13,6 @@
 #include <functional>
 #include <map>
 #include <sstream>
-#include <toml++/toml.h>
 #include <tuple>
 #include <utility>
 
@@ -70,9 +70,12 @@ std::string render(const toml::node& node) {
   }
   if (const auto* t = node.as_table()) return t->empty() ? "{}" : "{...}";
   std::ostringstream os;
-  if (const auto* d = node.as_date()) os << *d;
-  else if (const auto* tm = node.as_time()) os << *tm;
-  else if (const auto* dt = node.as_date_time()) os << *dt;
+  if (const auto* d = node.as_date())
+    os << *d;
+  else if (const auto* tm = node.as_time())
+    os << *tm;
+  else if (const auto* dt = node.as_date_time())
+    os << *dt;
   return os.str();
 }
 

@@ -18,7 +18,8 @@ std::uint64_t sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; 
 
 std::uint64_t scaled(std::uint64_t v, double factor) {
   long double r = static_cast<long double>(v) * factor;
-  if (r >= static_cast<long double>(std::numeric_limits<std::uint64_t>::max())) return std::numeric_limits<std::uint64_t>::max();
+  if (r >= static_cast<long double>(std::numeric_limits<std::uint64_t>::max()))
+    return std::numeric_limits<std::uint64_t>::max();
   return static_cast<std::uint64_t>(r);
 }
 
@@ -153,9 +154,10 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
     }
     valid = computed > 0;
     if (!valid) {
-      computed_reason = fmt::format("no room: prover usage {} + room {} under {} is not more than overhead growth {} + margin {} ({})",
-                                    formatBytes(in.prover_usage), formatBytes(d.room), tightest->name,
-                                    formatBytes(d.overhead_growth), formatBytes(margin), margin_source);
+      computed_reason = fmt::format(
+          "no room: prover usage {} + room {} under {} is not more than overhead growth {} + margin {} ({})",
+          formatBytes(in.prover_usage), formatBytes(d.room), tightest->name, formatBytes(d.overhead_growth),
+          formatBytes(margin), margin_source);
     }
   }
 
@@ -212,29 +214,31 @@ MarginChange BudgetController::onOomKill(const KillEvidence& k) {
   consider(outside, fmt::format("pinned/locked {} + page tables {} + kernel {}", formatBytes(k.pinned),
                                 formatBytes(k.page_tables), formatBytes(k.kernel)));
   if (k.self_reported)
-    consider(sub(k.charge, *k.self_reported),
-             fmt::format("the kernel charged {} while the prover believed it used {}", formatBytes(k.charge),
-                         formatBytes(*k.self_reported)));
+    consider(sub(k.charge, *k.self_reported), fmt::format("the kernel charged {} while the prover believed it used {}",
+                                                          formatBytes(k.charge), formatBytes(*k.self_reported)));
   if (k.budget > 0)
     consider(sub(k.charge, k.budget),
              fmt::format("the kernel charged {} for a budget of {}", formatBytes(k.charge), formatBytes(k.budget)));
   std::uint64_t from_overhead = scaled(beyond, policy_.overhead_factor);
 
   std::uint64_t after = std::max({grown, stepped, from_overhead});
-  std::string evidence = beyond > 0 ? fmt::format("the overhead beyond the budget, {}: {}", formatBytes(beyond), beyond_what)
-                                    : "no overhead beyond the budget was measured";
+  std::string evidence = beyond > 0
+                             ? fmt::format("the overhead beyond the budget, {}: {}", formatBytes(beyond), beyond_what)
+                             : "no overhead beyond the budget was measured";
   std::string rule;
   if (after == from_overhead && from_overhead > std::max(grown, stepped)) {
     rule = fmt::format("{} x {}", policy_.overhead_factor, evidence);
   } else if (after == grown && grown >= stepped) {
-    rule = fmt::format("{} x {} (larger than {} x {})", policy_.margin_growth, formatBytes(m), policy_.overhead_factor, evidence);
+    rule = fmt::format("{} x {} (larger than {} x {})", policy_.margin_growth, formatBytes(m), policy_.overhead_factor,
+                       evidence);
   } else {
     rule = fmt::format("{} + the step {} (larger than {} x {})", formatBytes(m), formatBytes(policy_.margin_step),
                        policy_.overhead_factor, evidence);
   }
-  MarginChange c{m, after,
-                 fmt::format("OOM kill #{}{}: margin {} -> {} = {}", state_.oom_kills + 1,
-                             k.prover_victim ? "" : " (a process beside the prover)", formatBytes(m), formatBytes(after), rule)};
+  MarginChange c{
+      m, after,
+      fmt::format("OOM kill #{}{}: margin {} -> {} = {}", state_.oom_kills + 1,
+                  k.prover_victim ? "" : " (a process beside the prover)", formatBytes(m), formatBytes(after), rule)};
   state_.learned_margin = after;
   ++state_.oom_kills;
   ++state_.retries;
@@ -254,8 +258,8 @@ std::optional<MarginChange> BudgetController::onCleanRun() {
   std::uint64_t after = std::max(sub(before, policy_.margin_step), policy_.margin_floor);
   MarginChange c{before, after,
                  fmt::format("{} clean runs: margin {} -> {} (one step of {} given back, never below the floor {})",
-                             state_.clean_runs, formatBytes(before), formatBytes(after), formatBytes(policy_.margin_step),
-                             formatBytes(policy_.margin_floor))};
+                             state_.clean_runs, formatBytes(before), formatBytes(after),
+                             formatBytes(policy_.margin_step), formatBytes(policy_.margin_floor))};
   state_.learned_margin = after;
   state_.clean_runs = 0;
   state_.history.push_back(c);
@@ -414,15 +418,20 @@ Result<std::string> formatBudget(std::string_view tmpl, std::uint64_t budget) {
     if (close == std::string_view::npos)
       return unexpected(makeError(0, fmt::format("budget template \"{}\": a '{{' without '}}'", tmpl)));
     std::string_view name = tmpl.substr(i + 1, close - i - 1);
-    if (name == "bytes") out += std::to_string(budget);
-    else if (name == "kib") out += std::to_string(budget >> 10);
-    else if (name == "mib") out += std::to_string(budget >> 20);
-    else if (name == "gib") out += std::to_string(budget >> 30);
-    else if (name == "gib_float") out += fmt::format("{:.2f}", std::floor(static_cast<double>(budget) / (1ULL << 30) * 100) / 100);
+    if (name == "bytes")
+      out += std::to_string(budget);
+    else if (name == "kib")
+      out += std::to_string(budget >> 10);
+    else if (name == "mib")
+      out += std::to_string(budget >> 20);
+    else if (name == "gib")
+      out += std::to_string(budget >> 30);
+    else if (name == "gib_float")
+      out += fmt::format("{:.2f}", std::floor(static_cast<double>(budget) / (1ULL << 30) * 100) / 100);
     else
-      return unexpected(makeError(
-          0, fmt::format("budget template \"{}\": unknown placeholder {{{}}} (allowed: {{bytes}} {{kib}} {{mib}} {{gib}} {{gib_float}})",
-                         tmpl, name)));
+      return unexpected(makeError(0, fmt::format("budget template \"{}\": unknown placeholder {{{}}} (allowed: "
+                                                 "{{bytes}} {{kib}} {{mib}} {{gib}} {{gib_float}})",
+                                                 tmpl, name)));
     i = close;
   }
   return out;

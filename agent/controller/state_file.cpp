@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <fmt/format.h>
+#include <cerrno>
 
 #include "headroom/controller/controller.h"
 #include "headroom/util/files.h"

@@ -41,8 +41,10 @@ std::atomic<bool> g_stop{false};
 std::atomic<bool> g_reload{false};
 
 extern "C" void onAgentSignal(int sig) {
-  if (sig == SIGHUP) g_reload = true;
-  else g_stop = true;
+  if (sig == SIGHUP)
+    g_reload = true;
+  else
+    g_stop = true;
 }
 
 // Tells systemd (when NOTIFY_SOCKET says it listens; a no-op otherwise).
@@ -153,10 +155,13 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentSetup setup) {
   // POST /v1/probe runs this binary's `probe`: found now, said when asked.
   std::vector<std::string> probe_command;
   std::string probe_unavailable;
-  if (auto exe = self_fs->readLink("/proc/self/exe")) probe_command = {*exe, "--root", setup.root};
-  else probe_unavailable = exe.error().describe();
-  return std::unique_ptr<Agent>(new Agent(std::make_unique<Impl>(std::move(setup), std::move(*source), std::move(*self_fs),
-                                                                 std::move(probe_command), std::move(probe_unavailable))));
+  if (auto exe = self_fs->readLink("/proc/self/exe"))
+    probe_command = {*exe, "--root", setup.root};
+  else
+    probe_unavailable = exe.error().describe();
+  return std::unique_ptr<Agent>(
+      new Agent(std::make_unique<Impl>(std::move(setup), std::move(*source), std::move(*self_fs),
+                                       std::move(probe_command), std::move(probe_unavailable))));
 }
 
 Status Agent::run() { return impl_->run(); }
@@ -214,8 +219,10 @@ std::optional<SamplePublication::Budget> Agent::Impl::updateBudget(const Snapsho
   auto probe_of = [this](const std::string& cgroup) { return api_.probeFinding(cgroup); };
   auto u = budget_.update(snap, self_reported_, probe_of, api_.probeActive());
   if (!u) return std::nullopt;
-  if (u->decision) exporter_.recordBudget(*u->decision);
-  else exporter_.clearBudget();
+  if (u->decision)
+    exporter_.recordBudget(*u->decision);
+  else
+    exporter_.clearBudget();
   if (u->gave_back) exporter_.countMarginChange(u->cgroup, "give_back");
   return SamplePublication::Budget{jsonResponse(u->http_status, u->document), u->cgroup, u->prover_usage};
 }
@@ -301,7 +308,8 @@ void Agent::Impl::reload() {
   }
   ++self_.config_reloads_total;
   spdlog::info("config reloaded: {} role rule(s), {} watched cgroup(s), interval {} ms, sensors {}",
-               cfg_.role_rules.size(), cfg_.cgroups.size(), cfg_.interval.count(), sensors_changed ? "restarted" : "kept");
+               cfg_.role_rules.size(), cfg_.cgroups.size(), cfg_.interval.count(),
+               sensors_changed ? "restarted" : "kept");
   notify("READY=1\nSTATUS=config reloaded");
 }
 
@@ -343,7 +351,8 @@ void Agent::Impl::sample() {
   last_sample_start_ = t0;
   CollectOptions co;
   co.cgroups = cfg_.cgroups;
-  if (std::string bc = budget_.cgroup(); !bc.empty() && !co.cgroups.empty() &&
+  if (std::string bc = budget_.cgroup();
+      !bc.empty() && !co.cgroups.empty() &&
       std::none_of(co.cgroups.begin(), co.cgroups.end(), [&](const std::string& w) { return cgroupIsWithin(bc, w); }))
     co.cgroups.push_back(bc);
   co.missing_cgroups_ok = true;
@@ -377,8 +386,10 @@ void Agent::Impl::sample() {
     for (const CgroupMemory& c : raw->cgroups) paths.push_back(c.path);
     auto ids = index_.idsOf(paths);
     if (ids != tracked_ids_) {
-      if (auto st = sensors_->trackCgroups(ids); st) tracked_ids_ = std::move(ids);
-      else spdlog::warn("updating the BPF cgroup filter: {}", st.error().describe());
+      if (auto st = sensors_->trackCgroups(ids); st)
+        tracked_ids_ = std::move(ids);
+      else
+        spdlog::warn("updating the BPF cgroup filter: {}", st.error().describe());
     }
   }
   SensorReadings readings = sensors_->readings(raw->processes);
@@ -421,12 +432,15 @@ Status Agent::Impl::run() {
   if (!server) return server.error().wrap("--listen");
   server_ = std::move(*server);
   const CgroupHierarchy& h = source_.collector->hierarchy();
-  spdlog::info("headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms{}), cgroup v{} "
-               "memory at {}",
-               kVersion, server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "", h.version(),
-               source_.fs->display(h.mount().mount_point));
-  if (auto w = h.nsWarning()) spdlog::warn("{}", *w);
-  else spdlog::info("memory hierarchy at {}: {}", source_.fs->display(h.mount().mount_point), h.nsDescription());
+  spdlog::info(
+      "headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms{}), cgroup v{} "
+      "memory at {}",
+      kVersion, server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "", h.version(),
+      source_.fs->display(h.mount().mount_point));
+  if (auto w = h.nsWarning())
+    spdlog::warn("{}", *w);
+  else
+    spdlog::info("memory hierarchy at {}: {}", source_.fs->display(h.mount().mount_point), h.nsDescription());
 
   std::uint64_t watchdog_usec = 0;
   bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
@@ -460,7 +474,8 @@ Status Agent::Impl::run() {
     // An OOM kill shows on the next scrape, not an interval later; a storm of them does not
     // make the agent sample without pause (at most one extra sample a second).
     if (consumeEvents() > 0)
-      next_sample = std::min(next_sample, last_sample_start_ + std::min<Clock::duration>(cfg_.interval, std::chrono::seconds(1)));
+      next_sample =
+          std::min(next_sample, last_sample_start_ + std::min<Clock::duration>(cfg_.interval, std::chrono::seconds(1)));
     // The prover was OOM-killed: its grown margin is published now, not an interval later.
     if (budget_.takeGrown()) next_sample = Clock::now();
   }

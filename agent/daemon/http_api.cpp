@@ -204,7 +204,8 @@ HttpResponse HttpApi::probe(const HttpQuery& q) {
   std::chrono::milliseconds min_interval{};
   {
     std::lock_guard lock(mu_);
-    if (!settings_.probe_enabled) return refuse(403, {{"error", "the probe is off: set probe.enabled = true (--probe.enabled)"}});
+    if (!settings_.probe_enabled)
+      return refuse(403, {{"error", "the probe is off: set probe.enabled = true (--probe.enabled)"}});
     cgroup = settings_.probe_cgroup;
     min_interval = settings_.probe_min_interval;
   }
@@ -218,7 +219,8 @@ HttpResponse HttpApi::probe(const HttpQuery& q) {
     if (last_probe_ && now - *last_probe_ < min_interval) {
       double wait = std::chrono::duration<double>(*last_probe_ + min_interval - now).count();
       exporter_.countProbe("refused");
-      return jsonResponse(429, {{"error", "probed too recently (config key probe.min_interval)"}, {"retry_after_seconds", wait}});
+      return jsonResponse(
+          429, {{"error", "probed too recently (config key probe.min_interval)"}, {"retry_after_seconds", wait}});
     }
     last_probe_ = now;
   }
@@ -280,8 +282,9 @@ HttpResponse HttpApi::probe(const HttpQuery& q) {
     // the prover's cgroup as it was then.
     std::lock_guard lock(mu_);
     probe_findings_.clear();
-    probe_findings_.emplace(normaliseCgroupPath(j.value("cgroup", cgroup)),
-                            ProbeFinding{static_cast<std::uint64_t>(f.allocatable_bytes), prover_usage, probe_start_ns});
+    probe_findings_.emplace(
+        normaliseCgroupPath(j.value("cgroup", cgroup)),
+        ProbeFinding{static_cast<std::uint64_t>(f.allocatable_bytes), prover_usage, probe_start_ns});
   }
   spdlog::info("probe of {}: {} allocatable{}", cgroup, formatBytes(static_cast<std::uint64_t>(f.allocatable_bytes)),
                f.aborted ? " (aborted: pressure rose)" : "");

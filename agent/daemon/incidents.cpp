@@ -28,15 +28,16 @@ void IncidentJournal::configure(const JournalConfig& cfg) {
   auto w = JournalWriter::open(JournalOptions{cfg.path, cfg.max_bytes});
   if (!w) {
     off_ = w.error().describe();
-    spdlog::error("the OOM journal is off: {} (the agent keeps running; set journal.path or --journal to another place)",
-                  off_);
+    spdlog::error(
+        "the OOM journal is off: {} (the agent keeps running; set journal.path or --journal to another place)", off_);
     return;
   }
   writer_ = std::move(*w);
   off_.clear();
   const JournalStats& st = writer_->stats();
   if (!st.torn_file.empty())
-    spdlog::warn("journal {}: a torn last record (a crash mid-write) was set aside in {}", writer_->path(), st.torn_file);
+    spdlog::warn("journal {}: a torn last record (a crash mid-write) was set aside in {}", writer_->path(),
+                 st.torn_file);
   if (st.damaged_records > 0)
     spdlog::warn("journal {}: {} damaged record(s) found; readers skip them", writer_->path(), st.damaged_records);
   spdlog::info("journal: OOM kills are recorded in {}", writer_->path());
@@ -75,7 +76,8 @@ std::optional<Result<std::uint64_t>> IncidentJournal::record(const OomEvent& e, 
   ctx.last = snap.get();
   ctx.cgroup = oomRecordCgroup(e, ctx.last);
   for (FlightPoint& p : flight_.points(ctx.cgroup)) {
-    bool done_before = p.completed_monotonic_ns != 0 ? p.completed_monotonic_ns <= kill_mono : p.wall_time_ns <= kill_wall;
+    bool done_before =
+        p.completed_monotonic_ns != 0 ? p.completed_monotonic_ns <= kill_mono : p.wall_time_ns <= kill_wall;
     if (done_before) ctx.flight.push_back(std::move(p));  // what came before the kill
   }
   ctx.flight_window_ns = flight_.window();
@@ -96,8 +98,9 @@ std::vector<OomEvent> CountedOoms::update(const Snapshot* previous, const Snapsh
     once_.clear(kCountersOnly);
     return {};
   }
-  once_.say(kCountersOnly, "OOM kills: neither BPF (oom:mark_victim) nor /dev/kmsg is available; they are counted from "
-                           "the cgroups' OOM-kill counters at each sample, the victim inferred from the processes gone");
+  once_.say(kCountersOnly,
+            "OOM kills: neither BPF (oom:mark_victim) nor /dev/kmsg is available; they are counted from "
+            "the cgroups' OOM-kill counters at each sample, the victim inferred from the processes gone");
   for (OomEvent& e : events) e.id = ++ids_;
   return events;
 }

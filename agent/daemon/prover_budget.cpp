@@ -39,7 +39,8 @@ void ProverBudget::reconfigure(BudgetConfig cfg, std::vector<RoleRule> rules) {
   } else if (controller_ && !(cfg.policy == cfg_.policy)) {
     ControllerState kept = controller_->state();
     controller_.emplace(cfg.policy, std::move(kept));
-    spdlog::info("budget: new policy applied, learned margin {} kept", formatBytes(controller_->state().learned_margin));
+    spdlog::info("budget: new policy applied, learned margin {} kept",
+                 formatBytes(controller_->state().learned_margin));
   }
   if (cfg.cgroup != cfg_.cgroup) prover_seen_in_.clear();
   cfg_ = std::move(cfg);
@@ -62,9 +63,10 @@ void ProverBudget::open(const std::string& cgroup) {
   if (!loaded) {
     // Overwriting it would throw away what an operator may want to read or repair.
     if (opts_.save_state)
-      spdlog::warn("budget: {}; starting from a fresh state, and leaving that file as it is: nothing learned is saved "
-                   "until it is repaired or removed",
-                   loaded.error().describe());
+      spdlog::warn(
+          "budget: {}; starting from a fresh state, and leaving that file as it is: nothing learned is saved "
+          "until it is repaired or removed",
+          loaded.error().describe());
     else
       spdlog::warn("budget: {}; computing with a fresh state (the file is left as it is)", loaded.error().describe());
     state_frozen_ = true;
@@ -85,13 +87,14 @@ void ProverBudget::open(const std::string& cgroup) {
 void ProverBudget::save(const char* why) {
   if (!controller_ || !state_unsaved_ || !opts_.save_state) return;
   if (state_frozen_) {
-    spdlog::warn("budget: not saving the state ({}): {} was unreadable at start and is left as it is", why, state_path_);
+    spdlog::warn("budget: not saving the state ({}): {} was unreadable at start and is left as it is", why,
+                 state_path_);
     return;
   }
   auto st = saveState(state_path_, controller_->state());
   if (!st) {
-    once_.say(kStateSave, fmt::format("budget: cannot save the state ({}): {}; learning in memory only until it can", why,
-                                      st.error().describe()));
+    once_.say(kStateSave, fmt::format("budget: cannot save the state ({}): {}; learning in memory only until it can",
+                                      why, st.error().describe()));
     return;
   }
   once_.clear(kStateSave, fmt::format("budget: state saved to {} again", state_path_));
@@ -99,7 +102,8 @@ void ProverBudget::save(const char* why) {
 }
 
 BudgetUpdate ProverBudget::unavailable(const std::string& why, const std::string& cgroup) {
-  once_.say(kUnavailable, fmt::format("no budget: {}", why), opts_.say_outcomes ? spdlog::level::warn : spdlog::level::debug);
+  once_.say(kUnavailable, fmt::format("no budget: {}", why),
+            opts_.say_outcomes ? spdlog::level::warn : spdlog::level::debug);
   BudgetUpdate u;
   u.cgroup = cgroup;
   u.document = {{"error", why}};
@@ -138,9 +142,10 @@ std::optional<BudgetUpdate> ProverBudget::update(const Snapshot& snap, std::opti
       for (const RoleRule& r : rules_) {
         if (r.role == Role::kProver) rules += fmt::format("{}{}", rules.empty() ? "" : ", ", r.text());
       }
-      return unavailable(fmt::format("no process matching the prover rule(s) {} has been seen yet, and budget.cgroup "
-                                     "is not set (set it to have a budget before the prover starts)",
-                                     rules));
+      return unavailable(
+          fmt::format("no process matching the prover rule(s) {} has been seen yet, and budget.cgroup "
+                      "is not set (set it to have a budget before the prover starts)",
+                      rules));
     }
   }
   const std::string cgroup = this->cgroup();
@@ -179,9 +184,11 @@ std::optional<BudgetUpdate> ProverBudget::update(const Snapshot& snap, std::opti
   grown_unpublished_ = false;
   once_.clear(kUnavailable);
   if (d.generation != published_generation_) {
-    if (d.valid) spdlog::info("budget for {}: generation {}: {}", cgroup, d.generation, d.reason);
-    else spdlog::log(opts_.say_outcomes ? spdlog::level::warn : spdlog::level::debug, "no budget for {} (generation {}): {}",
-                     cgroup, d.generation, d.reason);
+    if (d.valid)
+      spdlog::info("budget for {}: generation {}: {}", cgroup, d.generation, d.reason);
+    else
+      spdlog::log(opts_.say_outcomes ? spdlog::level::warn : spdlog::level::debug,
+                  "no budget for {} (generation {}): {}", cgroup, d.generation, d.reason);
     writeBudgetFile(d);
     published_generation_ = d.generation;
   } else {
@@ -194,7 +201,8 @@ std::optional<BudgetUpdate> ProverBudget::update(const Snapshot& snap, std::opti
     u.document = std::move(doc);
   } else {
     u.http_status = 503;
-    u.document = {{"error", fmt::format("no budget for {}: {}", cgroup, d.reason)}, {"cgroup", cgroup}, {"decision", doc}};
+    u.document = {
+        {"error", fmt::format("no budget for {}: {}", cgroup, d.reason)}, {"cgroup", cgroup}, {"decision", doc}};
   }
   u.decision = std::move(d);
   return u;
@@ -269,7 +277,11 @@ std::optional<MarginChange> ProverBudget::onOomKill(const OomEvent& e, const Sna
     what = fmt::format("{} kill(s) counted in {}", e.counted_kills, e.counter_cgroup);
   }
   if (!any) return std::nullopt;
-  k.what = fmt::format("{}: {}", e.from_bpf ? "mark_victim" : e.from_kmsg ? "kernel OOM report" : "OOM-kill counter", what);
+  k.what = fmt::format("{}: {}",
+                       e.from_bpf    ? "mark_victim"
+                       : e.from_kmsg ? "kernel OOM report"
+                                     : "OOM-kill counter",
+                       what);
   if (!controller_ || controller_cgroup_ != cgroup) open(cgroup);
   if (grown_unpublished_) {
     // Killed under the budget the last growth already answered: growing again would count one

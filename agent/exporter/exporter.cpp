@@ -486,8 +486,9 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     std::vector<const CgroupSnapshot*> cgroups;
     cgroups.reserve(snap.cgroups.size());
     for (const CgroupSnapshot& c : snap.cgroups) cgroups.push_back(&c);
-    std::stable_sort(cgroups.begin(), cgroups.end(),
-                     [](const CgroupSnapshot* a, const CgroupSnapshot* b) { return a->memory.usage > b->memory.usage; });
+    std::stable_sort(cgroups.begin(), cgroups.end(), [](const CgroupSnapshot* a, const CgroupSnapshot* b) {
+      return a->memory.usage > b->memory.usage;
+    });
     std::unordered_set<std::string_view> left_out;
     for (std::size_t i = 0; i < cgroups.size(); ++i) {
       const bool keep = i < limits.max_cgroups;
@@ -517,8 +518,9 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
       const MetricInfo* info = findMetric(f.name);
       return info == nullptr ? metricCatalog().size() : static_cast<std::size_t>(info - metricCatalog().data());
     };
-    std::stable_sort(families.begin(), families.end(),
-                     [&](const prometheus::MetricFamily& a, const prometheus::MetricFamily& b) { return rank(a) < rank(b); });
+    std::stable_sort(
+        families.begin(), families.end(),
+        [&](const prometheus::MetricFamily& a, const prometheus::MetricFamily& b) { return rank(a) < rank(b); });
     for (prometheus::MetricFamily& f : families) {
       std::sort(f.metric.begin(), f.metric.end(),
                 [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) { return a.label < b.label; });

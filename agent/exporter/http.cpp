@@ -18,7 +18,8 @@ namespace {
 
 bool validHostName(std::string_view h) {
   if (h.empty() || h.size() > 253 || h.front() == '-' || h.front() == '.' || h.back() == '-') return false;
-  return std::all_of(h.begin(), h.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.'; });
+  return std::all_of(h.begin(), h.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.'; });
 }
 
 }  // namespace
@@ -45,9 +46,9 @@ Result<ListenAddress> listenAddressFromText(std::string_view text) {
     std::string host(t.substr(0, colon));
     if (host.find(':') != std::string::npos)
       return makeError(0, fmt::format("an IPv6 address must be in brackets {}", kListenAddressHint));
-    if (host.empty())
-      return makeError(0, R"(no address (use ADDR:PORT; "0.0.0.0:9464" listens on every address))");
-    bool numeric = std::all_of(host.begin(), host.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '.'; });
+    if (host.empty()) return makeError(0, R"(no address (use ADDR:PORT; "0.0.0.0:9464" listens on every address))");
+    bool numeric = std::all_of(host.begin(), host.end(),
+                               [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '.'; });
     in_addr a4{};
     if (numeric ? ::inet_pton(AF_INET, host.c_str(), &a4) != 1 : !validHostName(host))
       return makeError(0, fmt::format("\"{}\" is not an IP address or host name {}", host, kListenAddressHint));
@@ -56,7 +57,9 @@ Result<ListenAddress> listenAddressFromText(std::string_view text) {
   }
   if (port.empty()) return makeError(0, fmt::format("no port {}", kListenAddressHint));
   auto p = parseU64(port);
-  if (!p || !std::all_of(port.begin(), port.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }) || *p > 65535)
+  if (!p ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }) ||
+      *p > 65535)
     return makeError(0, fmt::format("port \"{}\" is not a number from 0 to 65535", port));
   out.port = static_cast<std::uint16_t>(*p);
   return out;
@@ -70,7 +73,6 @@ std::string ListenAddress::text() const {
 Result<ListenAddress> parseListenAddress(std::string_view text) {
   return listenAddressFromText(text).wrap(fmt::format("listen address {}", quotedText(text)));
 }
-
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
                                                       const std::map<std::string, HttpHandler>& routes,
@@ -125,8 +127,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
     port = 0;
   }
   if (port == 0) {
-    return makeError(errno == 0 ? EADDRNOTAVAIL : errno,
-                     fmt::format("cannot listen on {} (address in use, or not an address of this machine)", addr.text()));
+    return makeError(
+        errno == 0 ? EADDRNOTAVAIL : errno,
+        fmt::format("cannot listen on {} (address in use, or not an address of this machine)", addr.text()));
   }
   ListenAddress bound = addr;
   bound.port = static_cast<std::uint16_t>(port);

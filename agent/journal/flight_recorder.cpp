@@ -32,7 +32,8 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
       p.limit = c.memory.limit;
     }
     for (const Part& part : c.attribution.parts) p.parts[toString(part.kind)] += part.bytes;
-    if (c.attribution.unattributed > 0) p.parts["unattributed"] = static_cast<std::uint64_t>(c.attribution.unattributed);
+    if (c.attribution.unattributed > 0)
+      p.parts["unattributed"] = static_cast<std::uint64_t>(c.attribution.unattributed);
     if (auto it = self_reported.find(c.memory.path); it != self_reported.end()) p.self_reported = it->second;
     auto& ring = rings_[c.memory.path];
     // The clock never runs back within one agent; a ring that says otherwise is stale.
@@ -48,8 +49,9 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
   // Too many cgroups: drop those seen longest ago (never one seen now, since at most
   // max_cgroups were taken from this snapshot).
   while (rings_.size() > max_cgroups_) {
-    auto oldest = std::min_element(rings_.begin(), rings_.end(),
-                                   [](const auto& a, const auto& b) { return a.second.back().age_ns < b.second.back().age_ns; });
+    auto oldest = std::min_element(rings_.begin(), rings_.end(), [](const auto& a, const auto& b) {
+      return a.second.back().age_ns < b.second.back().age_ns;
+    });
     rings_.erase(oldest);
   }
 }

@@ -6,11 +6,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <ctime>
-#include <fmt/format.h>
 #include <set>
 
 #include "headroom/journal/journal.h"
@@ -194,7 +194,8 @@ void scanLines(std::string_view bytes, ScanResult& out, Accept&& accept) {
     // Damage in the middle. A writer that crashed before this one ran could have left a torn
     // frame glued to the next whole one: when the line ends in a whole frame, keep that.
     bool resynced = false;
-    for (std::size_t at = line.find(kMagic, 1); at != std::string_view::npos && !resynced; at = line.find(kMagic, at + 1)) {
+    for (std::size_t at = line.find(kMagic, 1); at != std::string_view::npos && !resynced;
+         at = line.find(kMagic, at + 1)) {
       FrameCheck g = checkFrame(line.substr(at));
       if (g.body && accept(*g.body, pos + at) == nullptr) {
         resynced = true;
@@ -270,7 +271,8 @@ Result<std::string> setAside(const std::string& path, std::string_view bytes) {
     }
     return name;
   }
-  return unexpected(makeError(EEXIST, fmt::format("setting the torn tail of journal {} aside: too many .torn- files", path)));
+  return unexpected(
+      makeError(EEXIST, fmt::format("setting the torn tail of journal {} aside: too many .torn- files", path)));
 }
 
 // Opens the journal for appending and takes its lock.
@@ -322,7 +324,8 @@ ScanResult scanJournal(std::string_view bytes) {
 Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions& opts) {
   const std::string& path = opts.path;
   if (path.empty()) return unexpected(makeError(EINVAL, "opening journal: no path"));
-  if (opts.max_bytes == 0) return unexpected(makeError(EINVAL, fmt::format("opening journal {}: max_bytes is 0", path)));
+  if (opts.max_bytes == 0)
+    return unexpected(makeError(EINVAL, fmt::format("opening journal {}: max_bytes is 0", path)));
   const std::string dir = parentDirectory(path);
   if (auto s = makeDirectories(dir); !s) return unexpected(s.error().wrap(fmt::format("opening journal {}", path)));
   auto fd = openLocked(path);
@@ -409,12 +412,15 @@ Result<std::uint64_t> JournalWriter::append(nlohmann::json record) {
     ++stats_.write_failures;
     return unexpected(std::move(e));
   };
-  if (!record.is_object()) return failed(makeError(EINVAL, fmt::format("appending to journal {}: a record must be a JSON object", opts_.path)));
+  if (!record.is_object())
+    return failed(
+        makeError(EINVAL, fmt::format("appending to journal {}: a record must be a JSON object", opts_.path)));
   record["id"] = next_id_;
   const std::string frame = frameRecord(record);
   if (frame.size() > opts_.max_bytes)
-    return failed(makeError(EFBIG, fmt::format("appending to journal {}: the record takes {} bytes, more than the journal's max_bytes {}",
-                                               opts_.path, frame.size(), opts_.max_bytes)));
+    return failed(makeError(
+        EFBIG, fmt::format("appending to journal {}: the record takes {} bytes, more than the journal's max_bytes {}",
+                           opts_.path, frame.size(), opts_.max_bytes)));
   if (fd_ < 0) {
     if (auto s = reopen(); !s) return failed(s.error().wrap("appending"));
   }

@@ -2,9 +2,9 @@
 // the budget in force and the flight recorder. Pure: no I/O, no clock.
 #include <map>
 
-#include "headroom/sources/cgroup.h"
 #include "headroom/journal/oom_record.h"
 #include "headroom/model/snapshot_json.h"
+#include "headroom/sources/cgroup.h"
 
 namespace headroom {
 namespace {
@@ -23,12 +23,9 @@ double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 json cgroupJson(const Snapshot& snap, const CgroupSnapshot& c) {
   json bounds = json::array();
   for (const Bound& b : c.bounds) bounds.push_back(toJson(b));
-  return {{"path", c.memory.path},
-          {"sampled_at", seconds(snap.wall_time_ns)},
-          {"memory", toJson(c.memory)},
-          {"attribution", toJson(c.attribution)},
-          {"bounds", bounds},
-          {"tightest_bound", c.tightest ? toJson(*c.tightest) : json(nullptr)}};
+  return {{"path", c.memory.path},      {"sampled_at", seconds(snap.wall_time_ns)},
+          {"memory", toJson(c.memory)}, {"attribution", toJson(c.attribution)},
+          {"bounds", bounds},           {"tightest_bound", c.tightest ? toJson(*c.tightest) : json(nullptr)}};
 }
 
 // The cgroup's processes (already by PSS, largest first), at most `per_role` of each role.
@@ -104,7 +101,8 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
   return {
       {"version", kRecordVersion},
       {"time", seconds(e.wall_time_ns)},
-      {"host", {{"hostname", ctx.host.hostname}, {"kernel", ctx.host.kernel}, {"agent_version", ctx.host.agent_version}}},
+      {"host",
+       {{"hostname", ctx.host.hostname}, {"kernel", ctx.host.kernel}, {"agent_version", ctx.host.agent_version}}},
       {"event", std::move(event)},
       {"cgroup", cg != nullptr ? cgroupJson(*ctx.last, *cg) : json(nullptr)},
       {"processes", cg != nullptr ? processesJson(*ctx.last, *cg, ctx.top_per_role) : json::array()},

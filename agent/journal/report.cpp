@@ -36,8 +36,10 @@ std::string renderTableText(const Table& t, const std::string& indent) {
       bool right = i < t.align.size() && t.align[i] == 'r';
       bool last = i + 1 == w.size();
       if (i > 0) o += "  ";
-      if (right) o += std::string(pad, ' ') + cell;
-      else o += last ? cell : cell + std::string(pad, ' ');
+      if (right)
+        o += std::string(pad, ' ') + cell;
+      else
+        o += last ? cell : cell + std::string(pad, ' ');
     }
     while (!o.empty() && o.back() == ' ') o.pop_back();
     return o + "\n";
@@ -54,8 +56,10 @@ std::string renderDocText(const Doc& d) {
     if (!s.subtitle.empty()) o += "  (" + s.subtitle + ")";
     o += "\n";
     for (const Block& b : s.blocks) {
-      if (const auto* text = std::get_if<std::string>(&b)) o += "  " + *text + "\n";
-      else o += renderTableText(std::get<Table>(b), "  ");
+      if (const auto* text = std::get_if<std::string>(&b))
+        o += "  " + *text + "\n";
+      else
+        o += renderTableText(std::get<Table>(b), "  ");
     }
   }
   return o;
@@ -83,10 +87,13 @@ Section killedSection(const json& rec) {
     if (flagAt(v, "kill_skipped"))
       notes.push_back(fmt::format("{} was already exiting: the kernel marked it but sent no SIGKILL", who(k)));
     if (flagAt(v, "inferred"))
-      notes.push_back(fmt::format("{} is inferred, not named by the kernel: it left the cgroup whose OOM-kill counter rose", who(k)));
+      notes.push_back(fmt::format(
+          "{} is inferred, not named by the kernel: it left the cgroup whose OOM-kill counter rose", who(k)));
   }
-  if (t.rows.empty()) s.blocks.emplace_back(std::string("not known: the record names no victim"));
-  else s.blocks.emplace_back(std::move(t));
+  if (t.rows.empty())
+    s.blocks.emplace_back(std::string("not known: the record names no victim"));
+  else
+    s.blocks.emplace_back(std::move(t));
   for (auto& n : notes) s.blocks.emplace_back(std::move(n));
 
   const json& src = objectAt(ev, "sources");
@@ -98,12 +105,15 @@ Section killedSection(const json& rec) {
     auto kills = intAt(c, "kills");
     const json* cgroup = field(c, "cgroup");
     told.push_back(fmt::format("the OOM-kill counter of {} (+{}; no BPF or /dev/kmsg to name the victim)",
-                               cgroup != nullptr && cgroup->is_string() ? cgroup->get<std::string>() : "?", kills.value_or(0)));
+                               cgroup != nullptr && cgroup->is_string() ? cgroup->get<std::string>() : "?",
+                               kills.value_or(0)));
   }
   if (!told.empty()) s.blocks.emplace_back("told by " + joinList(told));
   auto rs = intAt(ev, "reap_start_ns");
   auto rf = intAt(ev, "reap_finish_ns");
-  if (rs && rf && *rf >= *rs) s.blocks.emplace_back(fmt::format("the OOM reaper freed its memory in {:.1f} ms", static_cast<double>(*rf - *rs) / 1e6));
+  if (rs && rf && *rf >= *rs)
+    s.blocks.emplace_back(
+        fmt::format("the OOM reaper freed its memory in {:.1f} ms", static_cast<double>(*rf - *rs) / 1e6));
   return s;
 }
 
@@ -121,17 +131,19 @@ Section breakdownSection(const json& rec) {
   std::string when;
   auto sampled = secondsOf(numberAt(cg, "sampled_at"));
   auto kill = recordTime(rec);
-  if (sampled && kill) when = fmt::format(", {} before the kill", secondsText(*kill - *sampled));
-  else if (sampled) when = ", at " + utcTime(*sampled);
+  if (sampled && kill)
+    when = fmt::format(", {} before the kill", secondsText(*kill - *sampled));
+  else if (sampled)
+    when = ", at " + utcTime(*sampled);
   s.subtitle = fmt::format("of {} at the last sample{}; ~ estimated", path.empty() ? "the cgroup" : path, when);
 
   auto usage = bytesAt(att, "usage_bytes");
   if (!usage) usage = bytesAt(mem, "usage_bytes");
   auto unattributed = intAt(att, "unattributed_bytes");
-  s.blocks.emplace_back(fmt::format("usage {}: visible {} + invisible {}, unattributed {}", bytesText(usage, "not known"),
-                                    bytesText(bytesAt(att, "visible_bytes"), "not known"),
-                                    bytesText(bytesAt(att, "invisible_bytes"), "not known"),
-                                    unattributed ? formatSignedBytes(*unattributed) : std::string("not known")));
+  s.blocks.emplace_back(fmt::format(
+      "usage {}: visible {} + invisible {}, unattributed {}", bytesText(usage, "not known"),
+      bytesText(bytesAt(att, "visible_bytes"), "not known"), bytesText(bytesAt(att, "invisible_bytes"), "not known"),
+      unattributed ? formatSignedBytes(*unattributed) : std::string("not known")));
   const json& tb = objectAt(cg, "tightest_bound");
   if (!tb.empty()) {
     std::string name = textAt(tb, "name");
@@ -158,15 +170,18 @@ Section breakdownSection(const json& rec) {
                       bytesText(b) + (acc == "estimated" ? "~" : ""), share, acc.empty() ? "-" : acc,
                       textAt(p, "source")});
   }
-  if (t.rows.empty()) s.blocks.emplace_back(std::string("the parts are not known: the sample has no attribution"));
-  else s.blocks.emplace_back(std::move(t));
+  if (t.rows.empty())
+    s.blocks.emplace_back(std::string("the parts are not known: the sample has no attribution"));
+  else
+    s.blocks.emplace_back(std::move(t));
   for (const json& n : arrayAt(att, "notes")) {
     if (n.is_string()) s.blocks.emplace_back("note: " + printableText(n.get_ref<const std::string&>()));
   }
   auto charged = bytesAt(rec, "charged_bytes");
   if (charged && usage) {
     auto delta = static_cast<double>(*charged) - static_cast<double>(*usage);
-    s.blocks.emplace_back(fmt::format("at the kill the kernel charged {}: {} since this sample", formatBytes(*charged), changeText(delta)));
+    s.blocks.emplace_back(fmt::format("at the kill the kernel charged {}: {} since this sample", formatBytes(*charged),
+                                      changeText(delta)));
   }
   return s;
 }
@@ -179,7 +194,8 @@ Section taskDumpSection(const json& rec) {
     if (t.is_object()) tasks.push_back(&t);
   }
   if (tasks.empty()) {
-    s.blocks.emplace_back(std::string("not known: the record has no task dump (the kernel's OOM report in /dev/kmsg was not read)"));
+    s.blocks.emplace_back(
+        std::string("not known: the record has no task dump (the kernel's OOM report in /dev/kmsg was not read)"));
     return s;
   }
   std::stable_sort(tasks.begin(), tasks.end(), [](const json* a, const json* b) {
@@ -188,7 +204,10 @@ Section taskDumpSection(const json& rec) {
   std::set<std::int64_t> killed;
   for (const Task& v : victimsOf(rec)) killed.insert(v.pid);
   auto trig = triggerOf(rec);
-  Table t{{"PID", "NAME", "RSS", "ANON", "FILE", "SHMEM", "PAGE TABLES", "SWAP", "OOM_SCORE_ADJ", ""}, "rlrrrrrrrl", {}, {}};
+  Table t{{"PID", "NAME", "RSS", "ANON", "FILE", "SHMEM", "PAGE TABLES", "SWAP", "OOM_SCORE_ADJ", ""},
+          "rlrrrrrrrl",
+          {},
+          {}};
   std::uint64_t rss = 0, pte = 0;
   for (const json* p : tasks) {
     auto tgid = intAt(*p, "tgid").value_or(0);
@@ -203,14 +222,15 @@ Section taskDumpSection(const json& rec) {
     std::string name = textAt(*p, "name");
     rss += bytesAt(*p, "rss_bytes").value_or(0);
     pte += bytesAt(*p, "pgtables_bytes").value_or(0);
-    t.rows.push_back({pid > 0 ? std::to_string(pid) : "?", name.empty() ? "?" : name, bytesText(bytesAt(*p, "rss_bytes")),
-                      bytesText(bytesAt(*p, "rss_anon_bytes")), bytesText(bytesAt(*p, "rss_file_bytes")),
-                      bytesText(bytesAt(*p, "rss_shmem_bytes")), bytesText(bytesAt(*p, "pgtables_bytes")),
-                      bytesText(bytesAt(*p, "swap_bytes")), adj ? std::to_string(*adj) : "-", mark});
+    t.rows.push_back({pid > 0 ? std::to_string(pid) : "?", name.empty() ? "?" : name,
+                      bytesText(bytesAt(*p, "rss_bytes")), bytesText(bytesAt(*p, "rss_anon_bytes")),
+                      bytesText(bytesAt(*p, "rss_file_bytes")), bytesText(bytesAt(*p, "rss_shmem_bytes")),
+                      bytesText(bytesAt(*p, "pgtables_bytes")), bytesText(bytesAt(*p, "swap_bytes")),
+                      adj ? std::to_string(*adj) : "-", mark});
   }
   s.blocks.emplace_back(std::move(t));
-  s.blocks.emplace_back(fmt::format("{} task{}: RSS {}, page tables {} in all", tasks.size(), tasks.size() == 1 ? "" : "s",
-                                    formatBytes(rss), formatBytes(pte)));
+  s.blocks.emplace_back(fmt::format("{} task{}: RSS {}, page tables {} in all", tasks.size(),
+                                    tasks.size() == 1 ? "" : "s", formatBytes(rss), formatBytes(pte)));
   return s;
 }
 
@@ -241,10 +261,11 @@ Section processesSection(const json& rec) {
     if (ra != rb) return ra < rb;
     return size(a) > size(b);
   });
-  Table t{{"ROLE", "PID", "COMM", "RSS", "PSS", "PAGE TABLES", "LOCKED", "PINNED", "PINNED IN RSS", "DEVICE", "OVERHEAD"},
-          "lrlrrrrrlrr",
-          {},
-          {}};
+  Table t{
+      {"ROLE", "PID", "COMM", "RSS", "PSS", "PAGE TABLES", "LOCKED", "PINNED", "PINNED IN RSS", "DEVICE", "OVERHEAD"},
+      "lrlrrrrrlrr",
+      {},
+      {}};
   for (const json* p : procs) {
     Task k = taskOf(*p);
     std::string role = textAt(*p, "role");
@@ -258,8 +279,8 @@ Section processesSection(const json& rec) {
     }
     t.rows.push_back({role.empty() ? "?" : role, k.pid > 0 ? std::to_string(k.pid) : "?", k.comm.empty() ? "?" : k.comm,
                       bytesText(bytesAt(*p, "rss_bytes")), bytesText(bytesAt(*p, "pss_bytes")),
-                      bytesText(bytesAt(*p, "page_tables_bytes")), bytesText(bytesAt(*p, "locked_bytes")), pinned, in_rss,
-                      bytesText(bytesAt(*p, "device_bytes")), bytesText(bytesAt(*p, "overhead_share_bytes"))});
+                      bytesText(bytesAt(*p, "page_tables_bytes")), bytesText(bytesAt(*p, "locked_bytes")), pinned,
+                      in_rss, bytesText(bytesAt(*p, "device_bytes")), bytesText(bytesAt(*p, "overhead_share_bytes"))});
   }
   s.blocks.emplace_back(std::move(t));
   s.blocks.emplace_back(std::string(
@@ -278,9 +299,10 @@ Section grewSection(const json& rec) {
   double window = f.window.value_or(std::max(1.0, -f.t.front()));
   s.subtitle = fmt::format("the last {} before the kill: {} sample{} of {}", secondsText(window), f.t.size(),
                            f.t.size() == 1 ? "" : "s", cg.empty() ? "the cgroup" : cg);
-  s.blocks.emplace_back(f.kill_time_known
-                            ? fmt::format("from {} to {} before the kill", secondsText(-f.t.front()), secondsText(-f.t.back()))
-                            : std::string("the kill's time is not known: times are relative to the last sample"));
+  s.blocks.emplace_back(
+      f.kill_time_known
+          ? fmt::format("from {} to {} before the kill", secondsText(-f.t.front()), secondsText(-f.t.back()))
+          : std::string("the kill's time is not known: times are relative to the last sample"));
 
   constexpr std::size_t kWidth = 48;
   Table t{{"COMPONENT", "TREND", "FIRST", "LAST", "CHANGE"}, "llrrr", {}, {1}};
@@ -298,13 +320,16 @@ Section grewSection(const json& rec) {
   row("self-reported", f.self);
   std::vector<std::string> kinds = f.kinds;
   auto growth = [&](const std::string& k) { return f.parts[k].back() - f.parts[k].front(); };
-  std::stable_sort(kinds.begin(), kinds.end(), [&](const std::string& a, const std::string& b) { return growth(a) > growth(b); });
+  std::stable_sort(kinds.begin(), kinds.end(),
+                   [&](const std::string& a, const std::string& b) { return growth(a) > growth(b); });
   for (const std::string& k : kinds) {
     std::vector<std::optional<double>> series(f.parts[k].begin(), f.parts[k].end());
     row(k, series);
   }
   s.blocks.emplace_back(std::move(t));
-  if (f.without_time > 0) s.blocks.emplace_back(fmt::format("{} sample{} without a time left out", f.without_time, f.without_time == 1 ? "" : "s"));
+  if (f.without_time > 0)
+    s.blocks.emplace_back(
+        fmt::format("{} sample{} without a time left out", f.without_time, f.without_time == 1 ? "" : "s"));
   return s;
 }
 
@@ -326,8 +351,8 @@ Section budgetSection(const json& rec) {
     std::string extra;
     if (!src.empty()) extra += "margin from " + src;
     if (gen) extra += (extra.empty() ? "" : "; ") + fmt::format("generation {}", *gen);
-    s.blocks.emplace_back(fmt::format("budget {}, margin {}{}", bytesText(budget, "not known"), bytesText(margin, "not known"),
-                                      extra.empty() ? "" : " (" + extra + ")"));
+    s.blocks.emplace_back(fmt::format("budget {}, margin {}{}", bytesText(budget, "not known"),
+                                      bytesText(margin, "not known"), extra.empty() ? "" : " (" + extra + ")"));
     if (budget && margin && d.limit) {
       s.blocks.emplace_back(fmt::format("budget + margin = {} of the {} limit{}", formatBytes(*budget + *margin),
                                         formatBytes(*d.limit), d.cgroup.empty() ? "" : " of " + d.cgroup));
@@ -342,10 +367,12 @@ Section budgetSection(const json& rec) {
     s.blocks.emplace_back(fmt::format("the prover believed it used {}; the kernel charged {}: {}", formatBytes(*self),
                                       formatBytes(*charged), gap));
   } else if (charged) {
-    s.blocks.emplace_back(fmt::format("what the prover believed it used: not known (it reported nothing); the kernel charged {}",
-                                      formatBytes(*charged)));
+    s.blocks.emplace_back(
+        fmt::format("what the prover believed it used: not known (it reported nothing); the kernel charged {}",
+                    formatBytes(*charged)));
   } else if (self) {
-    s.blocks.emplace_back(fmt::format("the prover believed it used {}; what the kernel charged is not known", formatBytes(*self)));
+    s.blocks.emplace_back(
+        fmt::format("the prover believed it used {}; what the kernel charged is not known", formatBytes(*self)));
   } else {
     s.blocks.emplace_back(std::string("what the prover believed it used and what the kernel charged: not known"));
   }
@@ -355,11 +382,12 @@ Section budgetSection(const json& rec) {
   if (margin) {
     auto invisible = bytesAt(objectAt(objectAt(rec, "cgroup"), "attribution"), "invisible_bytes");
     if (invisible) {
-      s.blocks.emplace_back(*invisible > *margin
-                                ? fmt::format("the invisible overhead at the last sample ({}) was {} more than the margin",
-                                              formatBytes(*invisible), formatBytes(*invisible - *margin))
-                                : fmt::format("the margin covered the invisible overhead at the last sample ({})",
-                                              formatBytes(*invisible)));
+      s.blocks.emplace_back(
+          *invisible > *margin
+              ? fmt::format("the invisible overhead at the last sample ({}) was {} more than the margin",
+                            formatBytes(*invisible), formatBytes(*invisible - *margin))
+              : fmt::format("the margin covered the invisible overhead at the last sample ({})",
+                            formatBytes(*invisible)));
     }
   }
   return s;
@@ -398,8 +426,10 @@ Doc buildDoc(const json& rec) {
     std::vector<std::string> more;
     if (!kernel.empty()) more.push_back("kernel " + kernel);
     if (!agent.empty()) more.push_back("agent " + agent);
-    if (more.size() == 2) heading += " (" + more[0] + ", " + more[1] + ")";
-    else if (more.size() == 1) heading += " (" + more[0] + ")";
+    if (more.size() == 2)
+      heading += " (" + more[0] + ", " + more[1] + ")";
+    else if (more.size() == 1)
+      heading += " (" + more[0] + ")";
   }
   d.heading = heading;
   d.summary = reportSummary(rec);
@@ -476,8 +506,10 @@ std::string reportSummary(const json& rec) {
 
   if (auto t = triggerOf(rec)) {
     bool same_place = t->cgroup.empty() || t->cgroup == where || (where.empty() && t->cgroup == d.cgroup);
-    if (same_place) s += fmt::format("; the allocation that failed was {}'s", who(*t));
-    else s += fmt::format("; the allocation that failed was made by {} in {}", who(*t), t->cgroup);
+    if (same_place)
+      s += fmt::format("; the allocation that failed was {}'s", who(*t));
+    else
+      s += fmt::format("; the allocation that failed was made by {} in {}", who(*t), t->cgroup);
   } else {
     s += "; the task whose allocation failed is not known";
   }

@@ -62,7 +62,7 @@ struct Flight {
   bool kill_time_known = false;
   std::vector<double> t;  // seconds relative to the kill (negative: before it)
   std::vector<std::optional<double>> usage, limit, self;
-  std::vector<std::string> kinds;  // drawing order; only kinds that held anything
+  std::vector<std::string> kinds;                    // drawing order; only kinds that held anything
   std::map<std::string, std::vector<double>> parts;  // per kind, one value per point
   std::size_t without_time = 0;
 };

@@ -90,11 +90,20 @@ std::string renderDocHtml(const Doc& d, const std::string& svg) {
 
 const char* kindColour(const std::string& kind, std::size_t fallback_index) {
   static const std::map<std::string, const char*> kColours = {
-      {"anon", "#4e79a7"},           {"file", "#76b7b2"},          {"shmem_mapped", "#59a14f"},
-      {"shmem_unmapped", "#edc948"}, {"pagetables", "#f28e2b"},    {"sec_pagetables", "#ff9d9a"},
-      {"slab_reclaimable", "#b07aa1"}, {"slab_unreclaimable", "#9c755f"}, {"kernel_stack", "#e15759"},
-      {"sock", "#bab0ac"},           {"percpu", "#d37295"},        {"zswap", "#a0cbe8"},
-      {"kernel_other", "#8cd17d"},   {"unattributed", "#d9d9d9"},
+      {"anon", "#4e79a7"},
+      {"file", "#76b7b2"},
+      {"shmem_mapped", "#59a14f"},
+      {"shmem_unmapped", "#edc948"},
+      {"pagetables", "#f28e2b"},
+      {"sec_pagetables", "#ff9d9a"},
+      {"slab_reclaimable", "#b07aa1"},
+      {"slab_unreclaimable", "#9c755f"},
+      {"kernel_stack", "#e15759"},
+      {"sock", "#bab0ac"},
+      {"percpu", "#d37295"},
+      {"zswap", "#a0cbe8"},
+      {"kernel_other", "#8cd17d"},
+      {"unattributed", "#d9d9d9"},
   };
   static const std::array<const char*, 4> kSpare = {"#499894", "#86bcb6", "#fabfd2", "#d4a6c8"};
   auto it = kColours.find(kind);
@@ -181,15 +190,17 @@ std::string svgElement(const json& rec) {
   o += "<title>" + xmlEscape(summary) + "</title>\n";
   std::string cg = f.cgroup.empty() ? recordCgroup(rec) : f.cgroup;
   o += "<desc>" +
-       xmlEscape(fmt::format("Memory of {} in the last {} before the OOM kill, stacked by part, with the limit and the kill; "
-                             "drawn by headroom report{}.",
-                             cg.empty() ? "the cgroup" : cg, secondsText(window),
-                             intAt(rec, "id") ? fmt::format(" from journal record {}", *intAt(rec, "id")) : "")) +
+       xmlEscape(
+           fmt::format("Memory of {} in the last {} before the OOM kill, stacked by part, with the limit and the kill; "
+                       "drawn by headroom report{}.",
+                       cg.empty() ? "the cgroup" : cg, secondsText(window),
+                       intAt(rec, "id") ? fmt::format(" from journal record {}", *intAt(rec, "id")) : "")) +
        "</desc>\n";
   o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", kW, kH);
   o += "<g id=\"summary\" font-size=\"13\" fill=\"#222222\">\n";
   for (std::size_t i = 0; i < title_lines.size(); ++i)
-    o += fmt::format("<text x=\"16\" y=\"{}\">{}</text>\n", num(24 + 16.0 * static_cast<double>(i)), xmlEscape(title_lines[i]));
+    o += fmt::format("<text x=\"16\" y=\"{}\">{}</text>\n", num(24 + 16.0 * static_cast<double>(i)),
+                     xmlEscape(title_lines[i]));
   o += "</g>\n";
 
   // Grid and axes.
@@ -198,10 +209,10 @@ std::string svgElement(const json& rec) {
   for (int i = 0; i <= yticks; ++i) {
     double b = i * ystep;
     double y = py(b);
-    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e3e3e3\" stroke-width=\"1\"/>\n", num(left), num(y),
-                     num(right), num(y));
-    o += fmt::format("<text class=\"ytick\" x=\"{}\" y=\"{}\" dy=\"4\" text-anchor=\"end\">{}</text>\n", num(left - 6), num(y),
-                     xmlEscape(bytesText(b)));
+    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e3e3e3\" stroke-width=\"1\"/>\n",
+                     num(left), num(y), num(right), num(y));
+    o += fmt::format("<text class=\"ytick\" x=\"{}\" y=\"{}\" dy=\"4\" text-anchor=\"end\">{}</text>\n", num(left - 6),
+                     num(y), xmlEscape(bytesText(b)));
   }
   o += fmt::format("<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {})\" text-anchor=\"middle\">bytes</text>\n",
                    num((top + bottom) / 2), num((top + bottom) / 2));
@@ -211,13 +222,13 @@ std::string svgElement(const json& rec) {
   for (int i = 0; i <= xticks; ++i) {
     double t = -i * xstep;
     double x = px(t);
-    o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#999999\" stroke-width=\"1\"/>\n", num(x),
-                     num(bottom), num(bottom + 5));
-    o += fmt::format("<text class=\"xtick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(x), num(bottom + 18),
-                     t == 0 ? std::string("0") : fmt::format("{:g} s", t));
+    o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#999999\" stroke-width=\"1\"/>\n",
+                     num(x), num(bottom), num(bottom + 5));
+    o += fmt::format("<text class=\"xtick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(x),
+                     num(bottom + 18), t == 0 ? std::string("0") : fmt::format("{:g} s", t));
   }
-  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">seconds before the kill</text>\n", num((left + right) / 2),
-                   num(bottom + 38));
+  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">seconds before the kill</text>\n",
+                   num((left + right) / 2), num(bottom + 38));
   o += "</g>\n";
 
   // The stacked parts: each kind between the running total below it and that total plus itself.
@@ -238,7 +249,8 @@ std::string svgElement(const json& rec) {
       hi = {hi[0], hi[0]};
     }
     std::string path;
-    for (std::size_t i = 0; i < xs.size(); ++i) path += fmt::format("{}{} {} ", i == 0 ? "M" : "L", num(xs[i]), num(py(hi[i])));
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      path += fmt::format("{}{} {} ", i == 0 ? "M" : "L", num(xs[i]), num(py(hi[i])));
     for (std::size_t i = xs.size(); i-- > 0;) path += fmt::format("L{} {} ", num(xs[i]), num(py(lo[i])));
     path += "Z";
     o += fmt::format("<path class=\"part\" fill=\"{}\" fill-opacity=\"0.85\" d=\"{}\"><title>{}</title></path>\n",
@@ -247,7 +259,8 @@ std::string svgElement(const json& rec) {
   }
   o += "</g>\n";
 
-  auto polyline = [&](const char* id, const std::vector<std::optional<double>>& series, const char* stroke, const char* dash) {
+  auto polyline = [&](const char* id, const std::vector<std::optional<double>>& series, const char* stroke,
+                      const char* dash) {
     std::vector<std::pair<double, double>> pts;
     for (std::size_t i = 0; i < n; ++i) {
       if (series[i]) pts.emplace_back(px(f.t[i]), py(*series[i]));
@@ -256,35 +269,38 @@ std::string svgElement(const json& rec) {
     if (pts.size() == 1) pts.emplace_back(pts[0].first + 3, pts[0].second);  // one sample: a short stroke
     std::string text;
     for (const auto& [x, y] : pts) text += (text.empty() ? "" : " ") + num(x) + "," + num(y);
-    o += fmt::format("<polyline id=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{} points=\"{}\"/>\n", id, stroke,
-                     dash[0] ? fmt::format(" stroke-dasharray=\"{}\"", dash) : std::string(), text);
+    o += fmt::format("<polyline id=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{} points=\"{}\"/>\n", id,
+                     stroke, dash[0] ? fmt::format(" stroke-dasharray=\"{}\"", dash) : std::string(), text);
     return true;
   };
   bool have_usage = polyline("usage", f.usage, "#222222", "");
   bool have_self = polyline("self-reported", f.self, "#7b3294", "5 3");
 
   if (n == 0) {
-    o += fmt::format("<text id=\"no-samples\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#666666\">no samples of this cgroup "
-                     "before the kill: the flight recorder kept none</text>\n",
-                     num((left + right) / 2), num((top + bottom) / 2));
+    o += fmt::format(
+        "<text id=\"no-samples\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#666666\">no samples of this cgroup "
+        "before the kill: the flight recorder kept none</text>\n",
+        num((left + right) / 2), num((top + bottom) / 2));
   }
 
-  o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#444444\" stroke-width=\"1\"/>\n", num(left),
-                   num(top), num(bottom));
-  o += fmt::format("<line x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"#444444\" stroke-width=\"1\"/>\n", num(left),
-                   num(right), num(bottom));
+  o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#444444\" stroke-width=\"1\"/>\n",
+                   num(left), num(top), num(bottom));
+  o += fmt::format("<line x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"#444444\" stroke-width=\"1\"/>\n",
+                   num(left), num(right), num(bottom));
 
   std::string domain_name = d.global ? "the machine" : d.cgroup.empty() ? cg : d.cgroup;
   if (limit) {
     double y = py(*limit);
-    o += fmt::format("<line id=\"limit\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#cc0000\" stroke-width=\"2\"/>\n",
-                     num(left), num(y), num(right), num(y));
-    o += fmt::format("<text id=\"limit-label\" x=\"{}\" y=\"{}\" text-anchor=\"start\" fill=\"#cc0000\">limit {}{}</text>\n",
-                     num(left + 6), num(y - 6), xmlEscape(bytesText(*limit)),
-                     xmlEscape(domain_name.empty() ? "" : " (" + domain_name + ")"));
+    o += fmt::format(
+        "<line id=\"limit\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#cc0000\" stroke-width=\"2\"/>\n",
+        num(left), num(y), num(right), num(y));
+    o += fmt::format(
+        "<text id=\"limit-label\" x=\"{}\" y=\"{}\" text-anchor=\"start\" fill=\"#cc0000\">limit {}{}</text>\n",
+        num(left + 6), num(y - 6), xmlEscape(bytesText(*limit)),
+        xmlEscape(domain_name.empty() ? "" : " (" + domain_name + ")"));
   } else {
-    o += fmt::format("<text id=\"limit-unknown\" x=\"{}\" y=\"{}\" fill=\"#cc0000\">limit not known</text>\n", num(left + 6),
-                     num(top + 14));
+    o += fmt::format("<text id=\"limit-unknown\" x=\"{}\" y=\"{}\" fill=\"#cc0000\">limit not known</text>\n",
+                     num(left + 6), num(top + 14));
   }
 
   // The kill: at 0 on the time axis, with what the kernel charged then.
@@ -300,19 +316,22 @@ std::string svgElement(const json& rec) {
       "<line id=\"kill\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#cc0000\" stroke-width=\"2\" "
       "stroke-dasharray=\"6 4\"/>\n",
       num(kx), num(top), num(bottom));
-  o += fmt::format("<text id=\"kill-label\" x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#cc0000\">OOM kill of {}{}</text>\n",
-                   num(kx - 6), num(top + 14), xmlEscape(victims), xmlEscape(kt ? " at " + utcTime(*kt, true) : ""));
+  o += fmt::format(
+      "<text id=\"kill-label\" x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#cc0000\">OOM kill of {}{}</text>\n",
+      num(kx - 6), num(top + 14), xmlEscape(victims), xmlEscape(kt ? " at " + utcTime(*kt, true) : ""));
   if (d.usage) {
-    o += fmt::format("<circle id=\"kill-usage\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#cc0000\"><title>{}</title></circle>\n",
-                     num(kx), num(py(static_cast<double>(*d.usage))),
-                     xmlEscape(fmt::format("{} at the kill: {} charged", domain_name.empty() ? "the cgroup" : domain_name,
-                                           formatBytes(*d.usage))));
+    o += fmt::format(
+        "<circle id=\"kill-usage\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#cc0000\"><title>{}</title></circle>\n", num(kx),
+        num(py(static_cast<double>(*d.usage))),
+        xmlEscape(fmt::format("{} at the kill: {} charged", domain_name.empty() ? "the cgroup" : domain_name,
+                              formatBytes(*d.usage))));
   }
   // The stack is the record's cgroup; when the limit was hit higher up, say whose the line is.
   if (!d.global && !d.cgroup.empty() && !cg.empty() && d.cgroup != cg) {
-    o += fmt::format("<text id=\"domain-note\" x=\"{}\" y=\"{}\" fill=\"#cc0000\">the parts are {}'s; the limit and the kill's "
-                     "usage are its OOM domain {}'s</text>\n",
-                     num(left), num(kH - 8), xmlEscape(cg), xmlEscape(d.cgroup));
+    o += fmt::format(
+        "<text id=\"domain-note\" x=\"{}\" y=\"{}\" fill=\"#cc0000\">the parts are {}'s; the limit and the kill's "
+        "usage are its OOM domain {}'s</text>\n",
+        num(left), num(kH - 8), xmlEscape(cg), xmlEscape(d.cgroup));
   }
 
   // Legend.
@@ -326,13 +345,14 @@ std::string svgElement(const json& rec) {
   for (std::size_t ki = f.kinds.size(); ki-- > 0;) {  // top of the stack first, as drawn
     const std::string& k = f.kinds[ki];
     auto vis = kindVisible(k);
-    entry(fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"12\" fill=\"{}\" fill-opacity=\"0.85\"/>\n", num(lx), num(ly),
-                      kindColour(k, ki)),
+    entry(fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"12\" fill=\"{}\" fill-opacity=\"0.85\"/>\n",
+                      num(lx), num(ly), kindColour(k, ki)),
           k + (vis ? (*vis ? " (visible)" : " (invisible)") : ""));
   }
   auto lineSwatch = [&](const char* stroke, const char* dash) {
-    return fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{}/>\n", num(lx), num(ly + 6),
-                       num(lx + 14), num(ly + 6), stroke, dash[0] ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "");
+    return fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{}/>\n", num(lx),
+                       num(ly + 6), num(lx + 14), num(ly + 6), stroke,
+                       dash[0] ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "");
   };
   if (have_usage) entry(lineSwatch("#222222", ""), "usage (charged)");
   if (have_self) entry(lineSwatch("#7b3294", "5 3"), "the prover's own count");

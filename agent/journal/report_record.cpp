@@ -168,7 +168,6 @@ std::vector<std::string> wrapWords(const std::string& text, std::size_t width) {
 
 // ---- what a record says ----
 
-
 // The process (tgid) when the record has it: the kernel picks a thread, people know processes.
 Task taskOf(const json& j) {
   Task t;
@@ -207,7 +206,6 @@ std::string victimCgroup(const json& rec) {
   }
   return {};
 }
-
 
 std::optional<std::uint64_t> lastFlightValue(const json& rec, const char* key) {
   const json& pts = arrayAt(objectAt(rec, "flight"), "points");
@@ -271,7 +269,6 @@ std::string usageOfLimit(const Domain& d) {
 }
 
 // ---- the flight recorder's minute ----
-
 
 int kindRank(const std::string& kind) {
   const auto& all = allPartKinds();
@@ -350,7 +347,8 @@ std::vector<double> resample(const std::vector<double>& v, std::size_t width) {
   for (std::size_t c = 0; c < width; ++c) {
     std::size_t a = c * v.size() / width;
     std::size_t b = std::max(a + 1, (c + 1) * v.size() / width);
-    o.push_back(*std::max_element(v.begin() + static_cast<std::ptrdiff_t>(a), v.begin() + static_cast<std::ptrdiff_t>(b)));
+    o.push_back(
+        *std::max_element(v.begin() + static_cast<std::ptrdiff_t>(a), v.begin() + static_cast<std::ptrdiff_t>(b)));
   }
   return o;
 }

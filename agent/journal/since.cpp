@@ -100,7 +100,8 @@ Result<double> parseSinceTime(std::string_view text, double now_seconds) {
   std::string_view t = trim(text);
   auto bad = [&](const char* why) { return makeError(0, fmt::format("\"{}\": {}", printableText(text), why)); };
   if (t.empty()) return bad("empty: give a time or an age");
-  static const std::map<char, double> kAgeUnits = {{'s', 1.0}, {'m', 60.0}, {'h', 3600.0}, {'d', 86400.0}, {'w', 604800.0}};
+  static const std::map<char, double> kAgeUnits = {
+      {'s', 1.0}, {'m', 60.0}, {'h', 3600.0}, {'d', 86400.0}, {'w', 604800.0}};
   if (auto u = kAgeUnits.find(t.back()); u != kAgeUnits.end() && t.find_first_of(":- T") == std::string_view::npos) {
     auto n = wholeNumber(t.substr(0, t.size() - 1));
     if (!n || *n < 0) return bad("not an age: use a number and s, m, h, d or w (90s, 30m, 2h)");
@@ -112,7 +113,8 @@ Result<double> parseSinceTime(std::string_view text, double now_seconds) {
     return *n;
   }
   if (auto d = parseUtcDate(t)) return *d;
-  return bad("not a time: use 2026-12-02T14:00:00Z, \"2026-12-02 14:00\" (UTC), a unix time, or an age like 2h, 30m, 90s");
+  return bad(
+      "not a time: use 2026-12-02T14:00:00Z, \"2026-12-02 14:00\" (UTC), a unix time, or an age like 2h, 30m, 90s");
 }
 
 }  // namespace headroom

@@ -25,15 +25,13 @@ const char* toString(PartKind k) {
   return "unknown";
 }
 
-bool isVisible(PartKind k) {
-  return k == PartKind::kAnon || k == PartKind::kFile || k == PartKind::kShmemMapped;
-}
+bool isVisible(PartKind k) { return k == PartKind::kAnon || k == PartKind::kFile || k == PartKind::kShmemMapped; }
 
 const std::vector<PartKind>& allPartKinds() {
   static const std::vector<PartKind> kinds = {
-      PartKind::kAnon,          PartKind::kFile,           PartKind::kShmemMapped,      PartKind::kShmemUnmapped,
-      PartKind::kPageTables,    PartKind::kSecPageTables,  PartKind::kSlabReclaimable,  PartKind::kSlabUnreclaimable,
-      PartKind::kKernelStack,   PartKind::kSock,           PartKind::kPercpu,           PartKind::kZswap,
+      PartKind::kAnon,        PartKind::kFile,          PartKind::kShmemMapped,     PartKind::kShmemUnmapped,
+      PartKind::kPageTables,  PartKind::kSecPageTables, PartKind::kSlabReclaimable, PartKind::kSlabUnreclaimable,
+      PartKind::kKernelStack, PartKind::kSock,          PartKind::kPercpu,          PartKind::kZswap,
       PartKind::kKernelOther,
   };
   return kinds;
@@ -161,7 +159,8 @@ void attributeV1(Attribution& a, const CgroupMemory& cg, const ProcessSums& sums
              fmt::format("memory.stat {}", shmem_key));
   if (cg.path == "/") {
     // The v1 root's usage_in_bytes is computed from anon + page cache alone: no kernel memory.
-    a.notes.push_back("cgroup v1 root: usage_in_bytes counts anon and page cache only, so kernel memory is not split out here");
+    a.notes.push_back(
+        "cgroup v1 root: usage_in_bytes counts anon and page cache only, so kernel memory is not split out here");
     return;
   }
   if (!cg.kmem_usage) {
@@ -187,8 +186,10 @@ Attribution attributeCgroup(const CgroupMemory& cg, const std::vector<const Proc
   Attribution a;
   a.usage = cg.usage;
   ProcessSums sums = sumProcesses(procs);
-  if (cg.version == 2) attributeV2(a, cg, sums);
-  else attributeV1(a, cg, sums);
+  if (cg.version == 2)
+    attributeV2(a, cg, sums);
+  else
+    attributeV1(a, cg, sums);
   std::int64_t total = 0;
   for (const Part& p : a.parts) total += static_cast<std::int64_t>(p.bytes);
   a.unattributed = static_cast<std::int64_t>(a.usage) - total;

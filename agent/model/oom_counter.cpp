@@ -39,8 +39,9 @@ std::vector<OomEvent> OomCounterWatch::update(const Snapshot* previous, const Sn
         if (still != nullptr && still->sample.start_time_ticks == p.sample.start_time_ticks) continue;
         gone.push_back(&p);
       }
-      std::sort(gone.begin(), gone.end(),
-                [](const ProcessSnapshot* a, const ProcessSnapshot* b) { return a->attribution.rss > b->attribution.rss; });
+      std::sort(gone.begin(), gone.end(), [](const ProcessSnapshot* a, const ProcessSnapshot* b) {
+        return a->attribution.rss > b->attribution.rss;
+      });
       for (std::size_t i = 0; i < gone.size() && i < kills; ++i) {
         const ProcessSnapshot& p = *gone[i];
         OomVictim v;

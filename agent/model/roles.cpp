@@ -40,7 +40,8 @@ Result<RoleRule> parseRoleRule(std::string_view spec) {
   RoleRule r;
   auto role = roleFromString(role_s);
   if (!role || *role == Role::kSelf)
-    return makeError(EINVAL, fmt::format("role rule \"{}\": role \"{}\" is not one of prover, colocated, system", spec, role_s));
+    return makeError(
+        EINVAL, fmt::format("role rule \"{}\": role \"{}\" is not one of prover, colocated, system", spec, role_s));
   r.role = *role;
   if (value.empty()) return makeError(EINVAL, fmt::format("role rule \"{}\": empty value", spec));
   r.pattern = std::string(value);
@@ -48,7 +49,8 @@ Result<RoleRule> parseRoleRule(std::string_view spec) {
     r.kind = RoleRule::Kind::kComm;
     // The kernel keeps 15 bytes of comm: a longer name could never match.
     if (value.size() > 15)
-      return makeError(EINVAL, fmt::format("role rule \"{}\": comm \"{}\" is longer than the kernel's 15 bytes", spec, value));
+      return makeError(EINVAL,
+                       fmt::format("role rule \"{}\": comm \"{}\" is longer than the kernel's 15 bytes", spec, value));
   } else if (kind_s == "cmdline") {
     r.kind = RoleRule::Kind::kCmdline;
     try {
@@ -60,7 +62,8 @@ Result<RoleRule> parseRoleRule(std::string_view spec) {
     r.kind = RoleRule::Kind::kCgroup;
     r.pattern = normaliseCgroupPath(value);
   } else {
-    return makeError(EINVAL, fmt::format("role rule \"{}\": kind \"{}\" is not one of comm, cmdline, cgroup", spec, kind_s));
+    return makeError(EINVAL,
+                     fmt::format("role rule \"{}\": kind \"{}\" is not one of comm, cmdline, cgroup", spec, kind_s));
   }
   return r;
 }

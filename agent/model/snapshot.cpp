@@ -46,8 +46,8 @@ ProcessAttribution visibleOf(const ProcessSample& p) {
 // A process's share of its cgroup's invisible overhead: its own page tables (exact), kernel
 // stacks by its share of the threads, the rest of the kernel's charge by its share of PSS.
 // Unmapped shmem belongs to nobody's mapping and is given to no process.
-void shareOverhead(ProcessAttribution& pa, const ProcessSample& p, const Attribution& cg_attr,
-                   std::uint64_t cg_threads, std::uint64_t cg_pss) {
+void shareOverhead(ProcessAttribution& pa, const ProcessSample& p, const Attribution& cg_attr, std::uint64_t cg_threads,
+                   std::uint64_t cg_pss) {
   std::uint64_t stacks = cg_attr.bytesOf(PartKind::kKernelStack).value_or(0);
   std::uint64_t rest = 0;
   for (const Part& part : cg_attr.parts) {
@@ -77,8 +77,10 @@ std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
   const StatMap& st = cg.stat;
   // v1's usage is hierarchical, and so are its total_* keys; v2's memory.stat is hierarchical.
   bool v1 = cg.version == 1;
-  std::uint64_t lru = st.getOr(v1 ? "total_inactive_file" : "inactive_file") + st.getOr(v1 ? "total_active_file" : "active_file");
-  std::uint64_t busy = st.getOr(v1 ? "total_dirty" : "file_dirty") + st.getOr(v1 ? "total_writeback" : "file_writeback") +
+  std::uint64_t lru =
+      st.getOr(v1 ? "total_inactive_file" : "inactive_file") + st.getOr(v1 ? "total_active_file" : "active_file");
+  std::uint64_t busy = st.getOr(v1 ? "total_dirty" : "file_dirty") +
+                       st.getOr(v1 ? "total_writeback" : "file_writeback") +
                        st.getOr(v1 ? "total_mapped_file" : "file_mapped");
   return lru > busy ? lru - busy : 0;
 }
@@ -124,8 +126,8 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
       pin.source = "uprobes on the CUDA API";
       auto res = sensors.pinned_inside_rss.find(p.pid);
       pin.residency = res == sensors.pinned_inside_rss.end() ? PinnedOverlay::Residency::kUnknown
-                      : res->second                       ? PinnedOverlay::Residency::kInsideRss
-                                                          : PinnedOverlay::Residency::kOutsideRss;
+                      : res->second                          ? PinnedOverlay::Residency::kInsideRss
+                                                             : PinnedOverlay::Residency::kOutsideRss;
       ps.attribution.pinned = pin;
       ps.attribution.device_bytes = g.device_live;
       ps.attribution.device_peak_bytes = g.device_peak;
@@ -190,9 +192,8 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
   }
 
-  std::stable_sort(snap->cgroups.begin(), snap->cgroups.end(), [](const CgroupSnapshot& x, const CgroupSnapshot& y) {
-    return x.memory.usage > y.memory.usage;
-  });
+  std::stable_sort(snap->cgroups.begin(), snap->cgroups.end(),
+                   [](const CgroupSnapshot& x, const CgroupSnapshot& y) { return x.memory.usage > y.memory.usage; });
   return snap;
 }
 

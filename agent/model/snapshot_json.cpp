@@ -23,7 +23,10 @@ json toJson(const PsiLine& l) {
 }  // namespace
 
 json toJson(const Bound& b) {
-  return {{"name", b.name}, {"limit_bytes", b.limit}, {"usage_bytes", b.usage}, {"reclaimable_bytes", b.reclaimable},
+  return {{"name", b.name},
+          {"limit_bytes", b.limit},
+          {"usage_bytes", b.usage},
+          {"reclaimable_bytes", b.reclaimable},
           {"room_bytes", b.room()}};
 }
 
@@ -33,7 +36,8 @@ json toJson(const CgroupMemory& c) {
       {"path", c.path},
       {"limit_bytes", opt(c.limit)},
       {"usage_bytes", c.usage},
-      {"usage_source", c.version == 1 ? "memory.usage_in_bytes" : (c.usage_from_stat ? "memory.stat" : "memory.current")},
+      {"usage_source",
+       c.version == 1 ? "memory.usage_in_bytes" : (c.usage_from_stat ? "memory.stat" : "memory.current")},
       {"peak_bytes", opt(c.peak)},
       {"high_bytes", opt(c.high)},
       {"swap_current_bytes", opt(c.swap_current)},
@@ -124,9 +128,7 @@ json toJson(const ProcessSnapshot& p) {
 
 json toJson(const SensorStatus& s) { return {{"name", s.name}, {"state", toString(s.state)}, {"reason", s.reason}}; }
 
-json toJson(const Psi& p) {
-  return {{"some", toJson(p.some)}, {"full", p.full ? toJson(*p.full) : json(nullptr)}};
-}
+json toJson(const Psi& p) { return {{"some", toJson(p.some)}, {"full", p.full ? toJson(*p.full) : json(nullptr)}}; }
 
 json toJson(const Meminfo& m) {
   return {
@@ -198,7 +200,8 @@ json toJson(const Snapshot& s) {
       {"cgroup_mode", toString(s.mode)},
       {"memory_cgroup_version", s.memory_version},
       {"memory_cgroup_mount", s.memory_mount},
-      {"host", {{"meminfo", toJson(s.host.meminfo)}, {"pressure", s.host.pressure ? toJson(*s.host.pressure) : json(nullptr)}}},
+      {"host",
+       {{"meminfo", toJson(s.host.meminfo)}, {"pressure", s.host.pressure ? toJson(*s.host.pressure) : json(nullptr)}}},
       {"cgroups", cgroups},
       {"processes", procs},
       {"self_pid", s.self_pid},
@@ -253,7 +256,8 @@ json toJson(const OomEvent& e) {
           {"wall_time_ns", e.wall_time_ns},
           {"monotonic_time_ns", e.monotonic_time_ns},
           {"victims", victims},
-          {"trigger", {{"pid", e.trigger_pid}, {"tgid", e.trigger_tgid}, {"comm", e.trigger_comm}, {"cgroup", e.trigger_cgroup}}},
+          {"trigger",
+           {{"pid", e.trigger_pid}, {"tgid", e.trigger_tgid}, {"comm", e.trigger_comm}, {"cgroup", e.trigger_cgroup}}},
           {"constraint", e.constraint},
           {"oom_domain",
            {{"cgroup", opt(e.domain_cgroup)},

@@ -103,8 +103,8 @@ ProbeDecision decideProbeStep(const ProbeReading& first, const ProbeReading& now
   }
   next = next / kStepAlign * kStepAlign;
   if (next < kMinStep) {
-    d.step = opts.max_bytes && allocated + kMinStep > *opts.max_bytes ? ProbeStep::kStopMaxBytes
-                                                                      : ProbeStep::kStopNearBound;
+    d.step =
+        opts.max_bytes && allocated + kMinStep > *opts.max_bytes ? ProbeStep::kStopMaxBytes : ProbeStep::kStopNearBound;
     d.reason = fmt::format("{} of room left under {}: the next step would be under {} before the stop margin of {}",
                            formatBytes(d.room), d.bound, formatBytes(kMinStep), formatBytes(margin));
     return d;

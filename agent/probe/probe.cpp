@@ -21,8 +21,8 @@
 #include <thread>
 #include <utility>
 
-#include "headroom/sources/parse.h"
 #include "headroom/probe/probe.h"
+#include "headroom/sources/parse.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/units.h"
 
@@ -142,7 +142,11 @@ class SubCgroup {
 
  private:
   SubCgroup(Dir parent, Dir dir, std::string name, std::string path, int version)
-      : parent_(std::move(parent)), dir_(std::move(dir)), name_(std::move(name)), path_(std::move(path)), version_(version) {}
+      : parent_(std::move(parent)),
+        dir_(std::move(dir)),
+        name_(std::move(name)),
+        path_(std::move(path)),
+        version_(version) {}
   Dir parent_, dir_;
   std::string name_, path_;
   int version_;
@@ -174,7 +178,8 @@ std::map<std::string, std::int64_t> kernelParts(const Snapshot& s, const std::st
   std::map<std::string, std::int64_t> out;
   if (const CgroupSnapshot* c = s.findCgroup(path)) {
     for (const Part& p : c->attribution.parts) {
-      if (!isVisible(p.kind) && p.kind != PartKind::kShmemUnmapped) out[toString(p.kind)] = static_cast<std::int64_t>(p.bytes);
+      if (!isVisible(p.kind) && p.kind != PartKind::kShmemUnmapped)
+        out[toString(p.kind)] = static_cast<std::int64_t>(p.bytes);
     }
   }
   return out;
@@ -195,8 +200,8 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     target = *own;
   }
   if (auto d = h.open(target); !d)
-    return badInput(fmt::format("--cgroup {}: not a cgroup of the v{} memory hierarchy at {} ({})", target,
-                                    h.version(), fs.display(h.mount().mount_point), d.error().describe()));
+    return badInput(fmt::format("--cgroup {}: not a cgroup of the v{} memory hierarchy at {} ({})", target, h.version(),
+                                fs.display(h.mount().mount_point), d.error().describe()));
   res.cgroup = target;
 
   auto first = detail::readProbeBounds(fs, h, target);
@@ -210,7 +215,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   std::uint64_t margin = opts.stop_margin.value_or(defaultStopMargin(tight->limit));
   if (opts.stop_margin && *opts.stop_margin >= tight->limit)
     return badInput(fmt::format("--stop-margin {} is not smaller than the limit {} of {} ({})",
-                                    formatBytes(*opts.stop_margin), formatBytes(tight->limit), tight->name, tight->kind));
+                                formatBytes(*opts.stop_margin), formatBytes(tight->limit), tight->name, tight->kind));
   res.stop_margin_bytes = margin;
   unsigned threads = opts.threads != 0 ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   res.threads = opts.touch == TouchMode::kMemset ? 1 : threads;
@@ -282,12 +287,14 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
     auto reply = child->reply(std::chrono::minutes(5));
     if (!reply) {
       child_died = true;
-      res.stop_reason = "the probe child died while touching a chunk (its own cgroup's hard limit: only the probe was killed)";
+      res.stop_reason =
+          "the probe child died while touching a chunk (its own cgroup's hard limit: only the probe was killed)";
       break;
     }
     if (reply->rfind("ERR", 0) == 0) {
       int e = std::atoi(reply->c_str() + 4);
-      res.stop_reason = fmt::format("the kernel refused the next chunk of {}: {}", formatBytes(d.next_chunk), std::strerror(e));
+      res.stop_reason =
+          fmt::format("the kernel refused the next chunk of {}: {}", formatBytes(d.next_chunk), std::strerror(e));
       break;
     }
     auto words = splitFields(*reply);
@@ -327,7 +334,8 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   // neighbour that grew meanwhile keeps what it took).
   const std::uint64_t tolerance = std::max<std::uint64_t>(8 * kMiB, res.usage_before_bytes / 100);
   const std::uint64_t without_probe =
-      std::max(res.usage_before_bytes, res.usage_peak_bytes > res.allocated_bytes ? res.usage_peak_bytes - res.allocated_bytes : 0);
+      std::max(res.usage_before_bytes,
+               res.usage_peak_bytes > res.allocated_bytes ? res.usage_peak_bytes - res.allocated_bytes : 0);
   auto deadline = std::chrono::steady_clock::now() + opts.reclaim_timeout;
   for (;;) {
     auto cg = h.read(target);
@@ -351,7 +359,8 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   if (auto cg = h.read(target)) res.oom_kills_after = cg->oom_kills.value_or(0);
 
   // The overhead, split honestly: the others' growth, then the kernel's part by component.
-  res.overhead_bytes = static_cast<std::int64_t>(res.usage_peak_bytes) - static_cast<std::int64_t>(res.usage_before_bytes) -
+  res.overhead_bytes = static_cast<std::int64_t>(res.usage_peak_bytes) -
+                       static_cast<std::int64_t>(res.usage_before_bytes) -
                        static_cast<std::int64_t>(res.allocated_bytes);
   // The kernel's part is its parts' growth; the rest of the overhead is what the others (and
   // their page cache and tmpfs files) took meanwhile. Without a snapshot at the peak, all of it

@@ -19,8 +19,8 @@
 #include <thread>
 #include <utility>
 
-#include "headroom/sources/parse.h"
 #include "headroom/probe/probe.h"
+#include "headroom/sources/parse.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/units.h"
 
@@ -91,8 +91,10 @@ int touchRange(char* p, std::size_t n, TouchMode mode, unsigned threads, bool& p
   }
   for (auto& th : pool) th.join();
   for (int e : errs) {
-    if (e == EINVAL) populate_ok = false;
-    else if (e != 0) return e;
+    if (e == EINVAL)
+      populate_ok = false;
+    else if (e != 0)
+      return e;
   }
   return 0;
 }
@@ -169,18 +171,18 @@ void sendAll(int fd, const std::string& s) {
 }  // namespace
 
 Result<ProbeChild> ProbeChild::start(TouchMode mode, unsigned threads) {
-    int to[2], from[2];
-    if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) return errnoError("pipe for the probe child");
-    pid_t pid = ::fork();
-    if (pid < 0) return errnoError("fork of the probe child");
-    if (pid == 0) {
-      ::close(to[1]);
-      ::close(from[0]);
-      childMain(to[0], from[1], mode, threads);
-    }
-    ::close(to[0]);
-    ::close(from[1]);
-    return ProbeChild(pid, to[1], from[0]);
+  int to[2], from[2];
+  if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) return errnoError("pipe for the probe child");
+  pid_t pid = ::fork();
+  if (pid < 0) return errnoError("fork of the probe child");
+  if (pid == 0) {
+    ::close(to[1]);
+    ::close(from[0]);
+    childMain(to[0], from[1], mode, threads);
+  }
+  ::close(to[0]);
+  ::close(from[1]);
+  return ProbeChild(pid, to[1], from[0]);
 }
 
 ProbeChild::ProbeChild(ProbeChild&& o) noexcept : pid_(o.pid_), to_(o.to_), from_(o.from_), buf_(std::move(o.buf_)) {
@@ -188,42 +190,42 @@ ProbeChild::ProbeChild(ProbeChild&& o) noexcept : pid_(o.pid_), to_(o.to_), from
 }
 
 ProbeChild::~ProbeChild() {
-    if (to_ >= 0) ::close(to_);
-    if (from_ >= 0) ::close(from_);
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
+  if (to_ >= 0) ::close(to_);
+  if (from_ >= 0) ::close(from_);
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
   }
+}
 void ProbeChild::send(const std::string& line) { sendAll(to_, line + "\n"); }
 
 std::optional<std::string> ProbeChild::reply(std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return line;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return std::nullopt;
-      pollfd pfd{from_, POLLIN, 0};
-      int r = ::poll(&pfd, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return std::nullopt;
-      char tmp[256];
-      ssize_t n = ::read(from_, tmp, sizeof tmp);
-      if (n <= 0) return std::nullopt;
-      buf_.append(tmp, static_cast<std::size_t>(n));
+  auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+      std::string line = buf_.substr(0, nl);
+      buf_.erase(0, nl + 1);
+      return line;
     }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd pfd{from_, POLLIN, 0};
+    int r = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return std::nullopt;
+    char tmp[256];
+    ssize_t n = ::read(from_, tmp, sizeof tmp);
+    if (n <= 0) return std::nullopt;
+    buf_.append(tmp, static_cast<std::size_t>(n));
   }
+}
 int ProbeChild::finish() {
-    ::close(to_);
-    to_ = -1;
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return st;
-  }
+  ::close(to_);
+  to_ = -1;
+  int st = 0;
+  ::waitpid(pid_, &st, 0);
+  pid_ = -1;
+  return st;
+}
 
 }  // namespace headroom::detail

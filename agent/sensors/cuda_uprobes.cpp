@@ -18,9 +18,9 @@ namespace headroom {
 namespace {
 
 // Where distributions and the NVIDIA container toolkit put the driver library.
-constexpr std::array<const char*, 4> kUsualLibcuda = {
-    "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1",
-    "/usr/lib/aarch64-linux-gnu/libcuda.so.1"};
+constexpr std::array<const char*, 4> kUsualLibcuda = {"/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+                                                      "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1",
+                                                      "/usr/lib/aarch64-linux-gnu/libcuda.so.1"};
 
 // Function symbols of an ELF file (dynamic and static tables) with their file offsets, read
 // once per file: uprobes attach by offset, so a missing variant costs nothing and logs nothing.
@@ -57,8 +57,10 @@ Result<std::map<std::string, std::size_t>> elfFunctionOffsets(const std::string&
 }  // namespace
 
 void Sensors::Impl::cudaFailed(const Error& e) {
-  if (status("cuda").state != SensorState::kActive) set("cuda", SensorState::kDegraded, e.describe());
-  else spdlog::warn("cuda: {}", e.describe());
+  if (status("cuda").state != SensorState::kActive)
+    set("cuda", SensorState::kDegraded, e.describe());
+  else
+    spdlog::warn("cuda: {}", e.describe());
 }
 
 void Sensors::Impl::attachConfiguredCuda() {
@@ -70,14 +72,17 @@ void Sensors::Impl::attachConfiguredCuda() {
     if (auto st = attachCudaNow(t, true); !st && !failure) failure = st.error();
   }
   if (cuda_attached.empty()) {
-    if (failure) set("cuda", SensorState::kDegraded, failure->describe());
-    else set("cuda", SensorState::kOff, "no CUDA library found yet (libcuda.so.1)");
+    if (failure)
+      set("cuda", SensorState::kDegraded, failure->describe());
+    else
+      set("cuda", SensorState::kOff, "no CUDA library found yet (libcuda.so.1)");
   }
 }
 
 Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
   if (!skel) return makeError(ENODEV, "BPF is not loaded");
-  if (path.empty() || path.front() != '/') return makeError(EINVAL, fmt::format("CUDA target \"{}\" is not an absolute path", path));
+  if (path.empty() || path.front() != '/')
+    return makeError(EINVAL, fmt::format("CUDA target \"{}\" is not an absolute path", path));
   if (cuda_attached.count(path)) return ok();
   if (!canAccess(path.c_str(), R_OK)) return errnoError(fmt::format("CUDA target {}", path));
   auto symbols = elfFunctionOffsets(path);
@@ -97,17 +102,19 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
       bpf_uprobe_opts out{};
       out.sz = sizeof(out);
       out.retprobe = true;
-      bpf_link* r = l == nullptr ? nullptr
-                                 : bpf_program__attach_uprobe_opts(skel->progs.cuda_return, -1, path.c_str(), it->second, &out);
+      bpf_link* r = l == nullptr
+                        ? nullptr
+                        : bpf_program__attach_uprobe_opts(skel->progs.cuda_return, -1, path.c_str(), it->second, &out);
       if (l == nullptr || r == nullptr) {
         int err = errno;
         if (l != nullptr) bpf_link__destroy(l);
         // Linux took uprobes back from CAP_PERFMON in 2025 ("perf: Revert to requiring
         // CAP_SYS_ADMIN for uprobes", 6.16 and the stable kernels since).
-        return makeError(err, fmt::format("attaching a uprobe to {} in {}{}", sym, path,
-                                          err == EACCES || err == EPERM
-                                              ? " (uprobes need CAP_SYS_ADMIN; CAP_PERFMON sufficed on kernels before mid-2025)"
-                                              : ""));
+        return makeError(
+            err, fmt::format("attaching a uprobe to {} in {}{}", sym, path,
+                             err == EACCES || err == EPERM
+                                 ? " (uprobes need CAP_SYS_ADMIN; CAP_PERFMON sufficed on kernels before mid-2025)"
+                                 : ""));
       }
       links.emplace_back(l);
       links.emplace_back(r);
@@ -115,7 +122,8 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
       names.emplace_back(sym);
     }
   }
-  if (attached == 0) return makeError(ENOENT, fmt::format("no CUDA {} API symbol found in {}", runtime ? "runtime" : "driver", path));
+  if (attached == 0)
+    return makeError(ENOENT, fmt::format("no CUDA {} API symbol found in {}", runtime ? "runtime" : "driver", path));
   cuda_attached.insert(path);
   SensorStatus& st = status("cuda");
   std::string what = fmt::format("{} ({} functions)", path, attached);

@@ -79,9 +79,10 @@ std::string perfEventHint(int err) {
   std::ifstream f("/proc/sys/kernel/perf_event_paranoid");
   int level = 0;
   if (!(f >> level) || level < kParanoidAdminOnly) return "";
-  return fmt::format(" (kernel.perf_event_paranoid is {}: this kernel opens tracepoint events for CAP_SYS_ADMIN only; "
-                     "set it to 2, or grant CAP_SYS_ADMIN)",
-                     level);
+  return fmt::format(
+      " (kernel.perf_event_paranoid is {}: this kernel opens tracepoint events for CAP_SYS_ADMIN only; "
+      "set it to 2, or grant CAP_SYS_ADMIN)",
+      level);
 }
 
 }  // namespace headroom

@@ -48,10 +48,11 @@ Status Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std::map
     bpf_map* map;
     std::uint32_t n;
   };
-  for (auto [map, n] : {Size{skel->maps.oom_ring, cfg.oom_ring_bytes}, Size{skel->maps.exit_ring, cfg.exit_ring_bytes},
-                        Size{skel->maps.proc_activity, cfg.max_processes}, Size{skel->maps.fault_totals, cfg.max_processes},
-                        Size{skel->maps.gpu_mem, cfg.max_processes}, Size{skel->maps.gpu_allocs, cfg.max_cuda_allocations},
-                        Size{skel->maps.tracked_cgroups, cfg.max_tracked_cgroups}}) {
+  for (auto [map, n] :
+       {Size{skel->maps.oom_ring, cfg.oom_ring_bytes}, Size{skel->maps.exit_ring, cfg.exit_ring_bytes},
+        Size{skel->maps.proc_activity, cfg.max_processes}, Size{skel->maps.fault_totals, cfg.max_processes},
+        Size{skel->maps.gpu_mem, cfg.max_processes}, Size{skel->maps.gpu_allocs, cfg.max_cuda_allocations},
+        Size{skel->maps.tracked_cgroups, cfg.max_tracked_cgroups}}) {
     if (int err = bpf_map__set_max_entries(map, n); err != 0)
       return makeError(-err, fmt::format("sizing map {} to {}", bpf_map__name(map), n));
   }
@@ -133,7 +134,8 @@ void Sensors::Impl::startBpf() {
       return;
     }
     std::string victim;
-    if (const SensorSpec* s = detail::sensorOfProgram(failed); s != nullptr && enabled.count(s->sensor)) victim = s->sensor;
+    if (const SensorSpec* s = detail::sensorOfProgram(failed); s != nullptr && enabled.count(s->sensor))
+      victim = s->sensor;
     for (const char* s : detail::kSacrificeOrder) {
       if (victim.empty() && enabled.count(s)) victim = s;
     }
@@ -145,7 +147,8 @@ void Sensors::Impl::startBpf() {
   }
 
   if (cfg.tracked_cgroups) {
-    if (auto st = trackCgroupsNow(*cfg.tracked_cgroups); !st) spdlog::warn("tracking cgroups: {}", st.error().describe());
+    if (auto st = trackCgroupsNow(*cfg.tracked_cgroups); !st)
+      spdlog::warn("tracking cgroups: {}", st.error().describe());
   }
 
   for (const SensorSpec& s : detail::sensorTable()) {
@@ -163,8 +166,10 @@ void Sensors::Impl::startBpf() {
       }
       links.emplace_back(l);
     }
-    if (failure.empty()) set(s.sensor, SensorState::kActive, notes[s.sensor]);
-    else set(s.sensor, SensorState::kDegraded, failure);
+    if (failure.empty())
+      set(s.sensor, SensorState::kActive, notes[s.sensor]);
+    else
+      set(s.sensor, SensorState::kDegraded, failure);
   }
 
   rings.reset(ring_buffer__new(

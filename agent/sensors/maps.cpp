@@ -89,8 +89,8 @@ std::optional<GpuMemory> Sensors::gpu(pid_t tgid) const {
   __u32 key = static_cast<__u32>(tgid);
   gpu_mem g{};
   if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.gpu_mem), &key, &g) != 0) return std::nullopt;
-  return GpuMemory{g.pinned_live, g.pinned_peak, g.pinned_allocs, g.pinned_frees, g.device_live,   g.device_peak,
-                   g.device_allocs, g.device_frees, g.failed_calls, g.implicit_frees};
+  return GpuMemory{g.pinned_live, g.pinned_peak,   g.pinned_allocs, g.pinned_frees, g.device_live,
+                   g.device_peak, g.device_allocs, g.device_frees,  g.failed_calls, g.implicit_frees};
 }
 
 std::vector<std::uint64_t> Sensors::pinnedAddresses(pid_t tgid) const {
@@ -135,7 +135,8 @@ SensorReadings Sensors::readings(const std::vector<ProcessSample>& processes) co
     // Where the pinned pages live decides whether they are already in the visible sum.
     auto smaps = impl_->fs->readFile(fmt::format("/proc/{}/smaps", p.pid));
     if (!smaps) continue;
-    if (auto inside = pinnedInsideRss(parseSmapsVmas(*smaps), pinnedAddresses(p.pid))) r.pinned_inside_rss[p.pid] = *inside;
+    if (auto inside = pinnedInsideRss(parseSmapsVmas(*smaps), pinnedAddresses(p.pid)))
+      r.pinned_inside_rss[p.pid] = *inside;
   }
   return r;
 }

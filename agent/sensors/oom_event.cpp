@@ -53,7 +53,6 @@ ExitEvent classifyExit(pid_t pid, int wait_status, bool oom_marked, bool shares_
   return e;
 }
 
-
 std::string describeOom(const OomEvent& e) {
   std::string victims;
   for (const OomVictim& v : e.victims) {
@@ -73,12 +72,13 @@ std::string describeOom(const OomEvent& e) {
                           formatBytes(e.domain_usage_bytes.value_or(0)));
   if (e.from_counter) {
     if (victims.empty()) victims = "victim not known";
-    domain = fmt::format("not known (the OOM-kill counter of {} rose by {})", e.counter_cgroup.empty() ? "?" : e.counter_cgroup,
-                         e.counted_kills);
+    domain = fmt::format("not known (the OOM-kill counter of {} rose by {})",
+                         e.counter_cgroup.empty() ? "?" : e.counter_cgroup, e.counted_kills);
   }
   std::string sources = e.from_bpf && e.from_kmsg ? "bpf+kmsg" : e.from_bpf ? "bpf" : e.from_kmsg ? "kmsg" : "counter";
   return fmt::format("OOM kill: {} | OOM domain {} | trigger pid {} ({}) | {} [{}]", victims, domain, e.trigger_pid,
-                     printableText(e.trigger_comm), e.constraint.empty() ? "constraint unknown" : e.constraint, sources);
+                     printableText(e.trigger_comm), e.constraint.empty() ? "constraint unknown" : e.constraint,
+                     sources);
 }
 
 }  // namespace headroom

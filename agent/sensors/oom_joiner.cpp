@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "headroom/sources/kmsg.h"
 #include "headroom/sensors/oom_joiner.h"
+#include "headroom/sources/kmsg.h"
 
 namespace headroom {
 namespace {
@@ -122,8 +122,10 @@ void OomJoiner::addReport(const KernelOomReport& r, std::int64_t report_mono_ns,
 void OomJoiner::addReap(pid_t pid, bool finished, std::int64_t ts_ns) {
   for (auto& p : pending_) {
     if (p.event.victim(pid) == nullptr) continue;
-    if (finished) p.event.reap_finish_ns = ts_ns;
-    else p.event.reap_start_ns = ts_ns;
+    if (finished)
+      p.event.reap_finish_ns = ts_ns;
+    else
+      p.event.reap_start_ns = ts_ns;
   }
 }
 

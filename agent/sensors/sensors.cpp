@@ -37,8 +37,10 @@ void Sensors::Impl::set(const std::string& name, SensorState st, std::string rea
   SensorStatus& s = status(name);
   s.state = st;
   s.reason = std::move(reason);
-  if (st == SensorState::kDegraded) spdlog::warn("sensor {} degraded: {}", name, s.reason);
-  else spdlog::info("sensor {} {}: {}", name, toString(st), s.reason);
+  if (st == SensorState::kDegraded)
+    spdlog::warn("sensor {} degraded: {}", name, s.reason);
+  else
+    spdlog::info("sensor {} {}: {}", name, toString(st), s.reason);
 }
 
 std::string Sensors::Impl::tracepoint(const std::string& sensor, const std::string& dflt) const {

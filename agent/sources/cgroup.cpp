@@ -81,8 +81,10 @@ bool mountRootShowsMore(std::string_view a, std::string_view b) {
     for (std::size_t i = 1; i < p.size();) {
       std::size_t end = std::min(p.find('/', i), p.size());
       std::string_view c = std::string_view(p).substr(i, end - i);
-      if (c == ".." && names == 0) ++ups;
-      else ++names;
+      if (c == ".." && names == 0)
+        ++ups;
+      else
+        ++names;
       i = end + 1;
     }
     return std::pair{ups, -names};
@@ -289,16 +291,17 @@ struct FileSpec {
   bool required;
 };
 constexpr std::array kV2Files = {
-    FileSpec{"memory.current", true},       FileSpec{"memory.max", true},
-    FileSpec{"memory.stat", true},          FileSpec{"memory.peak", false},
-    FileSpec{"memory.high", false},         FileSpec{"memory.swap.current", false},
-    FileSpec{"memory.events", false},       FileSpec{"memory.events.local", false},
-    FileSpec{"memory.pressure", false},
+    FileSpec{"memory.current", true}, FileSpec{"memory.max", true},           FileSpec{"memory.stat", true},
+    FileSpec{"memory.peak", false},   FileSpec{"memory.high", false},         FileSpec{"memory.swap.current", false},
+    FileSpec{"memory.events", false}, FileSpec{"memory.events.local", false}, FileSpec{"memory.pressure", false},
 };
 constexpr std::array kV1Files = {
-    FileSpec{"memory.usage_in_bytes", true},      FileSpec{"memory.limit_in_bytes", true},
-    FileSpec{"memory.stat", true},                FileSpec{"memory.max_usage_in_bytes", false},
-    FileSpec{"memory.oom_control", false},        FileSpec{"memory.failcnt", false},
+    FileSpec{"memory.usage_in_bytes", true},
+    FileSpec{"memory.limit_in_bytes", true},
+    FileSpec{"memory.stat", true},
+    FileSpec{"memory.max_usage_in_bytes", false},
+    FileSpec{"memory.oom_control", false},
+    FileSpec{"memory.failcnt", false},
     FileSpec{"memory.kmem.usage_in_bytes", false},
 };
 }  // namespace
@@ -308,7 +311,8 @@ std::uint64_t v2RootUsage(const StatMap& st) {
   if (auto k = st.get("kernel")) {
     kernel = *k;
   } else {  // before 5.18: the kernel's parts one by one
-    for (const char* key : {"pagetables", "sec_pagetables", "slab_reclaimable", "slab_unreclaimable", "kernel_stack", "percpu"})
+    for (const char* key :
+         {"pagetables", "sec_pagetables", "slab_reclaimable", "slab_unreclaimable", "kernel_stack", "percpu"})
       kernel += st.getOr(key);
   }
   return st.getOr("anon") + st.getOr("file") + kernel + st.getOr("sock") + st.getOr("zswap");
@@ -346,7 +350,8 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
     // container's own cgroup) is no root to the kernel and has both, the limit among them.
     const bool root = path == "/";
     for (FileSpec f : kV2Files) {
-      if (root && (f.name == std::string_view("memory.current") || f.name == std::string_view("memory.max"))) f.required = false;
+      if (root && (f.name == std::string_view("memory.current") || f.name == std::string_view("memory.max")))
+        f.required = false;
       if (auto st = readOne(f); !st) return st.error();
     }
     if (root && absent.count("memory.current") != 0) {

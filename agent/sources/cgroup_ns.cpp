@@ -160,13 +160,15 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
     }
     return CgroupNsLocation{from_mountinfo, CgroupNsSource::kUnchecked, 0, why};
   };
-  if (self_pid <= 0) return unchecked(ESRCH, fmt::format("this process's pid is unknown ({})", fs.display("/proc/self")));
+  if (self_pid <= 0)
+    return unchecked(ESRCH, fmt::format("this process's pid is unknown ({})", fs.display("/proc/self")));
   auto text = fs.readFile("/proc/self/cgroup");
   if (!text) return unchecked(text.error().code, text.error().describe());
   auto cg = parseProcCgroup(*text);
   if (!cg) return unchecked(0, cg.error().wrap(fmt::format("parsing {}", fs.display("/proc/self/cgroup"))).describe());
   auto own = cg->memoryPath(version);
-  if (!own) return unchecked(ENOENT, fmt::format("{} names no v{} memory cgroup", fs.display("/proc/self/cgroup"), version));
+  if (!own)
+    return unchecked(ENOENT, fmt::format("{} names no v{} memory cgroup", fs.display("/proc/self/cgroup"), version));
   auto own_parts = cgroupPathComponents(*own);
   if (climbs(own_parts))
     return makeError(0, fmt::format("this process's own cgroup {} lies outside its cgroup namespace (moved after "
@@ -177,7 +179,8 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
   if (auto d = mapNsPath(from_mountinfo, *own)) {
     if (auto dir = fs.openDir(cgroupDirectory(mount, *d))) {
       auto procs = dir->readFile("cgroup.procs");
-      if (procs && cgroupProcsLists(*procs, self_pid)) return CgroupNsLocation{from_mountinfo, CgroupNsSource::kMountinfo, 0, {}};
+      if (procs && cgroupProcsLists(*procs, self_pid))
+        return CgroupNsLocation{from_mountinfo, CgroupNsSource::kMountinfo, 0, {}};
       // Every real cgroup directory has one: this is a capture of the memory files only.
       if (!procs && procs.error().code == ENOENT) return unchecked(ENOENT, procs.error().describe());
     }
@@ -196,12 +199,14 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
   if (!found && !walker.exhausted()) found = walker.walk(*root, std::nullopt);
   if (!found) {
     return makeError(0, fmt::format("no cgroup.procs in the v{} hierarchy at {} lists this process (pid {}, in "
-                                         "cgroup {} of its namespace) after walking {} directories{}",
-                                         version, fs.display(mount.mount_point), self_pid, *own, walker.walked(),
-                                         walker.exhausted() ? " (the limit)" : ""));
+                                    "cgroup {} of its namespace) after walking {} directories{}",
+                                    version, fs.display(mount.mount_point), self_pid, *own, walker.walked(),
+                                    walker.exhausted() ? " (the limit)" : ""));
   }
   auto map = nsMapFromAnchor(*own, *found);
-  if (!map) return makeError(0, fmt::format("pid {} is listed in {}, which cannot be cgroup {} of its namespace", self_pid, *found, *own));
+  if (!map)
+    return makeError(
+        0, fmt::format("pid {} is listed in {}, which cannot be cgroup {} of its namespace", self_pid, *found, *own));
   return CgroupNsLocation{std::move(*map), CgroupNsSource::kSearch, walker.walked(), {}};
 }
 
@@ -241,13 +246,14 @@ void CgroupHierarchy::locate() const {
   if (!loc) {
     ns_->map = nsMapFromMountRoot(mount_.root);
     ns_->phase = NsState::Phase::kNotFound;
-    ns_->warning = fmt::format("cgroup namespace root not located, so cgroup paths are mapped by mountinfo's root "
-                               "field \"{}\" alone (wrong for processes in other cgroup namespaces): {}",
-                               mount_.root, loc.error().describe());
-    ns_->description =
-        fmt::format("this process's cgroup namespace root was not located in it; paths mapped by mountinfo's root "
-                    "field \"{}\" alone",
-                    mount_.root);
+    ns_->warning = fmt::format(
+        "cgroup namespace root not located, so cgroup paths are mapped by mountinfo's root "
+        "field \"{}\" alone (wrong for processes in other cgroup namespaces): {}",
+        mount_.root, loc.error().describe());
+    ns_->description = fmt::format(
+        "this process's cgroup namespace root was not located in it; paths mapped by mountinfo's root "
+        "field \"{}\" alone",
+        mount_.root);
     return;
   }
   const CgroupNsMap& m = loc->map;
@@ -260,7 +266,8 @@ void CgroupHierarchy::locate() const {
   if (m.ns_root != "/") {
     ns_->description = fmt::format("this process's cgroup namespace root is its {}, {}", m.ns_root, how);
   } else if (m.mount_root != "/") {
-    ns_->description = fmt::format("it shows cgroup {} of this process's cgroup namespace and below, {}", m.mount_root, how);
+    ns_->description =
+        fmt::format("it shows cgroup {} of this process's cgroup namespace and below, {}", m.mount_root, how);
   } else {
     ns_->description = fmt::format("its root is this process's cgroup namespace root, {}", how);
   }

@@ -24,9 +24,9 @@ Result<Collector> Collector::create(const FsRoot& fs) {
   if (!mounts) return mounts.error();
   const CgroupMount* mm = mounts->memoryMount();
   if (mm == nullptr) {
-    return makeError(ENOENT, fmt::format("no memory cgroup controller found in {} (mode {}{})",
-                                         fs.display("/proc/self/mountinfo"), toString(mounts->mode()),
-                                         mounts->v2 ? ", and the v2 root does not list memory" : ""));
+    return makeError(
+        ENOENT, fmt::format("no memory cgroup controller found in {} (mode {}{})", fs.display("/proc/self/mountinfo"),
+                            toString(mounts->mode()), mounts->v2 ? ", and the v2 root does not list memory" : ""));
   }
   CgroupHierarchy h = CgroupHierarchy::create(fs, mounts->memoryVersion(), *mm);
   return Collector(fs, std::move(*mounts), std::move(h));
@@ -50,8 +50,11 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
 
   if (auto psi_text = fs_->readFile("/proc/pressure/memory")) {
     auto psi = parsePsi(*psi_text);
-    if (psi) raw.host_pressure = *psi;
-    else stats.warnings.push_back(psi.error().wrap(fmt::format("parsing {}", fs_->display("/proc/pressure/memory"))).describe());
+    if (psi)
+      raw.host_pressure = *psi;
+    else
+      stats.warnings.push_back(
+          psi.error().wrap(fmt::format("parsing {}", fs_->display("/proc/pressure/memory"))).describe());
   }
 
   const int version = hierarchy_.version();
@@ -79,9 +82,9 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
       continue;
     }
     if (!dir) {
-      return makeError(dir.error().code, fmt::format("cgroup {} not found in the v{} memory hierarchy at {}: {}", scope,
-                                                     version, fs_->display(hierarchy_.mount().mount_point),
-                                                     dir.error().describe()));
+      return makeError(dir.error().code,
+                       fmt::format("cgroup {} not found in the v{} memory hierarchy at {}: {}", scope, version,
+                                   fs_->display(hierarchy_.mount().mount_point), dir.error().describe()));
     }
     scopes.push_back(std::move(scope));
   }
@@ -99,7 +102,8 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     // --pid and --cgroup together: the pid's cgroup must lie inside a given one.
     if (!scopes.empty() &&
         std::none_of(scopes.begin(), scopes.end(), [&](const std::string& s) { return cgroupIsWithin(*p, s); }))
-      return makeError(EINVAL, fmt::format("pid {} is in cgroup {}, outside --cgroup {}", *opts.pid, *p, scopes.front()));
+      return makeError(EINVAL,
+                       fmt::format("pid {} is in cgroup {}, outside --cgroup {}", *opts.pid, *p, scopes.front()));
     scopes = {*p};
   }
 

@@ -28,8 +28,10 @@ std::vector<std::pair<std::string_view, std::string_view>> commaPairs(std::strin
     auto comma = s.find(',');
     std::string_view tok = s.substr(0, comma);
     auto eq = tok.find('=');
-    if (eq == std::string_view::npos) out.emplace_back(tok, std::string_view{});
-    else out.emplace_back(tok.substr(0, eq), tok.substr(eq + 1));
+    if (eq == std::string_view::npos)
+      out.emplace_back(tok, std::string_view{});
+    else
+      out.emplace_back(tok.substr(0, eq), tok.substr(eq + 1));
     if (comma == std::string_view::npos) break;
     s.remove_prefix(comma + 1);
   }
@@ -59,11 +61,16 @@ bool parseKilledProcess(std::string_view msg, KernelOomReport& r) {
     if (colon == std::string_view::npos) continue;
     std::string_view k = f.substr(0, colon);
     std::string_view v = f.substr(colon + 1);
-    if (k == "total-vm") r.victim.total_vm = kbValue(v);
-    else if (k == "anon-rss") r.victim.anon_rss = kbValue(v);
-    else if (k == "file-rss") r.victim.file_rss = kbValue(v);
-    else if (k == "shmem-rss") r.victim.shmem_rss = kbValue(v);
-    else if (k == "pgtables") r.victim.pgtables = kbValue(v);
+    if (k == "total-vm")
+      r.victim.total_vm = kbValue(v);
+    else if (k == "anon-rss")
+      r.victim.anon_rss = kbValue(v);
+    else if (k == "file-rss")
+      r.victim.file_rss = kbValue(v);
+    else if (k == "shmem-rss")
+      r.victim.shmem_rss = kbValue(v);
+    else if (k == "pgtables")
+      r.victim.pgtables = kbValue(v);
     else if (k == "UID") {
       if (auto u = parseU64(v)) r.victim.uid = static_cast<uid_t>(*u);
     } else if (k == "oom_score_adj") {
@@ -76,11 +83,16 @@ bool parseKilledProcess(std::string_view msg, KernelOomReport& r) {
 void parseOomKillLine(std::string_view msg, KernelOomReport& r) {
   // "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),...,oom_memcg=/a,task_memcg=/a/b,task=x,pid=1,uid=0"
   for (auto [k, v] : commaPairs(msg.substr(9))) {
-    if (k == "constraint") r.constraint = std::string(v);
-    else if (k == "oom_memcg") r.oom_memcg = std::string(v);
-    else if (k == "task_memcg") r.task_memcg = std::string(v);
-    else if (k == "global_oom") r.global_oom = true;
-    else if (k == "task" && r.victim.comm.empty()) r.victim.comm = std::string(v);
+    if (k == "constraint")
+      r.constraint = std::string(v);
+    else if (k == "oom_memcg")
+      r.oom_memcg = std::string(v);
+    else if (k == "task_memcg")
+      r.task_memcg = std::string(v);
+    else if (k == "global_oom")
+      r.global_oom = true;
+    else if (k == "task" && r.victim.comm.empty())
+      r.victim.comm = std::string(v);
     else if (k == "pid") {
       if (auto p = parseU64(v)) r.victim.pid = r.victim.tgid = static_cast<pid_t>(*p);
     }
@@ -109,16 +121,26 @@ std::optional<OomTaskDumpEntry> parseTaskRow(std::string_view msg, const std::ve
     }
     auto v = parseU64(f[i]);
     if (!v) return std::nullopt;
-    if (c == "uid") e.uid = static_cast<uid_t>(*v);
-    else if (c == "tgid") e.tgid = static_cast<pid_t>(*v);
-    else if (c == "total_vm") e.total_vm_bytes = *v * kPage;
-    else if (c == "rss") e.rss_bytes = *v * kPage;
-    else if (c == "rss_anon") e.rss_anon_bytes = *v * kPage;
-    else if (c == "rss_file") e.rss_file_bytes = *v * kPage;
-    else if (c == "rss_shmem") e.rss_shmem_bytes = *v * kPage;
-    else if (c == "pgtables_bytes") e.pgtables_bytes = *v;
-    else if (c == "nr_ptes") e.pgtables_bytes = *v * kPage;  // kernels before 4.15
-    else if (c == "swapents") e.swap_bytes = *v * kPage;
+    if (c == "uid")
+      e.uid = static_cast<uid_t>(*v);
+    else if (c == "tgid")
+      e.tgid = static_cast<pid_t>(*v);
+    else if (c == "total_vm")
+      e.total_vm_bytes = *v * kPage;
+    else if (c == "rss")
+      e.rss_bytes = *v * kPage;
+    else if (c == "rss_anon")
+      e.rss_anon_bytes = *v * kPage;
+    else if (c == "rss_file")
+      e.rss_file_bytes = *v * kPage;
+    else if (c == "rss_shmem")
+      e.rss_shmem_bytes = *v * kPage;
+    else if (c == "pgtables_bytes")
+      e.pgtables_bytes = *v;
+    else if (c == "nr_ptes")
+      e.pgtables_bytes = *v * kPage;  // kernels before 4.15
+    else if (c == "swapents")
+      e.swap_bytes = *v * kPage;
   }
   // The name is the rest (a comm may hold spaces).
   std::string name;
@@ -173,7 +195,8 @@ std::optional<KernelOomReport> KmsgOomParser::feed(const KmsgRecord& rec) {
     cur_->trigger_comm = std::string(msg.substr(0, invoked));
     for (auto [k, v] : commaPairs(msg.substr(invoked + 21))) {
       std::string_view key = trim(k);
-      if (key == "gfp_mask") cur_->gfp_mask = std::string(v);
+      if (key == "gfp_mask")
+        cur_->gfp_mask = std::string(v);
       else if (key == "order") {
         if (auto o = parseI64(v)) cur_->order = static_cast<int>(*o);
       }
@@ -258,7 +281,8 @@ Result<KmsgReader> KmsgReader::open(const FsRoot& fs, bool from_start) {
   std::string path = fs.display("/dev/kmsg");
   Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) return errnoError(fmt::format("opening {} (reading the kernel log needs CAP_SYSLOG)", path));
-  if (!from_start && ::lseek(fd.get(), 0, SEEK_END) < 0) return errnoError(fmt::format("seeking to the end of {}", path));
+  if (!from_start && ::lseek(fd.get(), 0, SEEK_END) < 0)
+    return errnoError(fmt::format("seeking to the end of {}", path));
   return KmsgReader(std::move(fd));
 }
 

@@ -1,7 +1,7 @@
 #include "headroom/sources/parse.h"
 
-#include <charconv>
 #include <fmt/format.h>
+#include <charconv>
 
 #include "headroom/util/text.h"
 
@@ -112,7 +112,8 @@ Result<PsiLine> parsePsiFields(const std::vector<std::string_view>& fields) {
   bool seen_total = false;
   for (std::size_t i = 1; i < fields.size(); ++i) {
     auto eq = fields[i].find('=');
-    if (eq == std::string_view::npos) return makeError(0, fmt::format("PSI field without '=': {}", quotedExcerpt(fields[i])));
+    if (eq == std::string_view::npos)
+      return makeError(0, fmt::format("PSI field without '=': {}", quotedExcerpt(fields[i])));
     std::string_view k = fields[i].substr(0, eq);
     std::string_view v = fields[i].substr(eq + 1);
     if (k == "total") {
@@ -124,9 +125,12 @@ Result<PsiLine> parsePsiFields(const std::vector<std::string_view>& fields) {
     }
     auto d = parseDouble(v);
     if (!d) return d.error().wrap(fmt::format("PSI {}", k));
-    if (k == "avg10") line.avg10 = *d;
-    else if (k == "avg60") line.avg60 = *d;
-    else if (k == "avg300") line.avg300 = *d;
+    if (k == "avg10")
+      line.avg10 = *d;
+    else if (k == "avg60")
+      line.avg60 = *d;
+    else if (k == "avg300")
+      line.avg300 = *d;
   }
   if (!seen_total) return makeError(0, "PSI line without total=");
   return line;

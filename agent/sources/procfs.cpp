@@ -214,9 +214,12 @@ ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
     if (smaps_text) {
       auto sm = parseSmapsRollup(*smaps_text);
       // An empty smaps_rollup means the mm went away between reads: the process is exiting.
-      if (sm) s.smaps = *sm;
-      else if (smaps_text->empty()) return fail(makeError(ESRCH, fmt::format("{}/smaps_rollup is empty", dir->path())));
-      else return fail(sm.error().wrap(fmt::format("parsing {}/smaps_rollup", dir->path())));
+      if (sm)
+        s.smaps = *sm;
+      else if (smaps_text->empty())
+        return fail(makeError(ESRCH, fmt::format("{}/smaps_rollup is empty", dir->path())));
+      else
+        return fail(sm.error().wrap(fmt::format("parsing {}/smaps_rollup", dir->path())));
     } else if (isGone(smaps_text.error()) && !dir->exists("stat")) {
       return fail(smaps_text.error());
     }
@@ -251,9 +254,7 @@ pid_t selfPid(const FsRoot& fs) {
   return ec == std::errc() && ptr == link->data() + link->size() ? pid : 0;
 }
 
-bool SmapsVma::hasFlag(std::string_view f) const {
-  return std::find(flags.begin(), flags.end(), f) != flags.end();
-}
+bool SmapsVma::hasFlag(std::string_view f) const { return std::find(flags.begin(), flags.end(), f) != flags.end(); }
 
 std::vector<SmapsVma> parseSmapsVmas(std::string_view text) {
   std::vector<SmapsVma> out;

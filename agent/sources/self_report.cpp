@@ -17,8 +17,10 @@ namespace headroom {
 namespace {
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -125,7 +127,8 @@ Result<SelfReportSource> parseSelfReportSource(std::string_view spec) {
     if (src.field[0] == 'm') {
       std::string name;
       std::map<std::string, std::string> labels;
-      if (!parseSeries(std::string_view(src.field).substr(7), name, labels)) return bad("a metric NAME{label=\"value\",...}");
+      if (!parseSeries(std::string_view(src.field).substr(7), name, labels))
+        return bad("a metric NAME{label=\"value\",...}");
     }
   }
   if (rest.rfind("http://", 0) == 0) {

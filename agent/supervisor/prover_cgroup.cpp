@@ -32,7 +32,10 @@ Result<ProverCgroup> ProverCgroup::open(const FsRoot& fs, const CgroupHierarchy&
 }
 
 ProverCgroup::ProverCgroup(ProverCgroup&& o) noexcept
-    : path_(std::move(o.path_)), dir_(std::move(o.dir_)), elsewhere_(o.elsewhere_), made_(std::exchange(o.made_, false)) {}
+    : path_(std::move(o.path_)),
+      dir_(std::move(o.dir_)),
+      elsewhere_(o.elsewhere_),
+      made_(std::exchange(o.made_, false)) {}
 
 ProverCgroup::~ProverCgroup() {
   if (!made_) return;

@@ -130,11 +130,12 @@ Status Supervisor::Impl::prepare() {
     state_path = cfg.state_file.empty() ? defaultStatePath(cgroup.path()) : cfg.state_file;
     auto st = loadState(state_path);
     if (!st)
-      return badInput(fmt::format("{} (remove the file to start afresh, or run with --no-state)", st.error().describe()));
+      return badInput(
+          fmt::format("{} (remove the file to start afresh, or run with --no-state)", st.error().describe()));
     ctl.emplace(cfg.policy, st->value_or(ControllerState{}));
     if (*st && (*st)->learned_margin > 0)
-      say(fmt::format("learned margin {} from {} ({} OOM kill(s) so far)", formatBytes((*st)->learned_margin), state_path,
-                      (*st)->oom_kills));
+      say(fmt::format("learned margin {} from {} ({} OOM kill(s) so far)", formatBytes((*st)->learned_margin),
+                      state_path, (*st)->oom_kills));
   } else {
     ctl.emplace(cfg.policy);
   }
@@ -172,7 +173,8 @@ Result<std::shared_ptr<const Snapshot>> Supervisor::Impl::sample(const std::set<
     const ProcStatus& s = p.sample.status;
     std::uint64_t pinned = p.attribution.pinned ? p.attribution.pinned->live_bytes : 0;
     f.charge += s.vm_rss + s.vm_pte;
-    if (p.attribution.pinned && p.attribution.pinned->residency == PinnedOverlay::Residency::kOutsideRss) f.charge += pinned;
+    if (p.attribution.pinned && p.attribution.pinned->residency == PinnedOverlay::Residency::kOutsideRss)
+      f.charge += pinned;
     f.pinned += std::max(s.vm_lck, pinned);
     f.page_tables += s.vm_pte;
     f.kernel += p.attribution.overhead_share > s.vm_pte ? p.attribution.overhead_share - s.vm_pte : 0;
@@ -239,7 +241,8 @@ void Supervisor::Impl::take(AttemptEvidence& ev, int wait_ms) {
   }
 }
 
-Outcome Supervisor::Impl::supervise(pid_t child, const BudgetDecision& d, std::optional<std::uint64_t> oom_kills_before) {
+Outcome Supervisor::Impl::supervise(pid_t child, const BudgetDecision& d,
+                                    std::optional<std::uint64_t> oom_kills_before) {
   Outcome out;
   auto t0 = Clock::now();
   AttemptEvidence ev;
@@ -301,7 +304,8 @@ Outcome Supervisor::Impl::supervise(pid_t child, const BudgetDecision& d, std::o
   for (auto end = Clock::now() + std::chrono::seconds(3); Clock::now() < end && awaitsOomReport(ev);) take(ev, 50);
   ev.last_tree = last_tree;
   if (!cfg.self_report.empty()) {
-    if (auto v = readSelfReport(SelfReportSource{SelfReportSource::Kind::kFile, cfg.self_report, ""})) ev.self_reported = *v;
+    if (auto v = readSelfReport(SelfReportSource{SelfReportSource::Kind::kFile, cfg.self_report, ""}))
+      ev.self_reported = *v;
   }
   ev.now_ns = monotonicNs();
   out.verdict = classifyAttempt(ev);
@@ -327,9 +331,10 @@ bool Supervisor::Impl::waitForReclaim(std::uint64_t held_before, Clock::time_poi
     (void)sensors->takeExitEvents();
     h = held();
   }
-  say(fmt::format("reclaimed {:.2f} s after the prover ended ({:.2f} s of waiting): {} -> {} held, {} before the attempt",
-                  seconds(Clock::now() - since), seconds(Clock::now() - t0), formatBytes(start), formatBytes(h),
-                  formatBytes(held_before)));
+  say(fmt::format(
+      "reclaimed {:.2f} s after the prover ended ({:.2f} s of waiting): {} -> {} held, {} before the attempt",
+      seconds(Clock::now() - since), seconds(Clock::now() - t0), formatBytes(start), formatBytes(h),
+      formatBytes(held_before)));
   return true;
 }
 
@@ -347,7 +352,8 @@ int Supervisor::Impl::run() {
     po.reclaim_timeout = cfg.reclaim_timeout;
     if (auto r = runProbe(*source.fs, *source.collector, po)) {
       probe = ProbeFinding{r->allocatable_bytes, 0, monotonicNs()};
-      say(fmt::format("probe: {} allocatable in {} ({})", formatBytes(r->allocatable_bytes), cgroup.path(), r->stop_reason));
+      say(fmt::format("probe: {} allocatable in {} ({})", formatBytes(r->allocatable_bytes), cgroup.path(),
+                      r->stop_reason));
     } else {
       say(fmt::format("WARNING: the probe failed, so it caps nothing: {}", r.error().describe()));
     }
@@ -420,10 +426,11 @@ int Supervisor::Impl::run() {
       return exitCodeOf(out.status);
     }
     if (!ctl->retryAllowed()) {
-      say(fmt::format("giving up: {} attempts, each ended by an OOM kill (--max-retries {}); last budget {}, margin now {}; "
-                      "the learned margin is kept in {}",
-                      attempt, cfg.policy.max_retries, formatBytes(d.budget), formatBytes(ctl->state().learned_margin),
-                      state_path.empty() ? "no file (--no-state)" : state_path));
+      say(fmt::format(
+          "giving up: {} attempts, each ended by an OOM kill (--max-retries {}); last budget {}, margin now {}; "
+          "the learned margin is kept in {}",
+          attempt, cfg.policy.max_retries, formatBytes(d.budget), formatBytes(ctl->state().learned_margin),
+          state_path.empty() ? "no file (--no-state)" : state_path));
       return exitCodeOf(out.status);
     }
     if (!waitForReclaim(held_before, out.ended)) {

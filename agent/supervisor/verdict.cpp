@@ -15,7 +15,8 @@ constexpr int kMaxTreeDepth = 64;
 constexpr std::size_t kMaxParents = 65536;
 
 bool inCgroupOrTree(const AttemptEvidence& ev, const OomVictim& v) {
-  return ev.tree.contains(v.process()) || (!v.cgroup.empty() && cgroupIsWithin(normaliseCgroupPath(v.cgroup), ev.cgroup));
+  return ev.tree.contains(v.process()) ||
+         (!v.cgroup.empty() && cgroupIsWithin(normaliseCgroupPath(v.cgroup), ev.cgroup));
 }
 
 std::string sourcesOf(const OomEvent& e) {
@@ -86,22 +87,23 @@ Verdict classifyAttempt(const AttemptEvidence& ev) {
                             : fmt::format("{} has no oom_kill counter", ev.cgroup);
   bool exit_says_oom = ev.exit && ev.exit->kind == ExitKind::kOomKilled;
 
-  bool prover_killed = sigkill || (prover_victim != nullptr && prover_victim->process() != ev.child &&
-                                   prover_victim->pid != ev.child);
+  bool prover_killed =
+      sigkill || (prover_victim != nullptr && prover_victim->process() != ev.child && prover_victim->pid != ev.child);
   if (prover_killed && (prover_victim != nullptr || (sigkill && exit_says_oom))) {
     out.prover_oom = true;
     std::string by = prover_event != nullptr ? sourcesOf(*prover_event) : "the exit sensor (marked by the OOM killer)";
     pid_t victim = prover_victim != nullptr ? prover_victim->process() : ev.child;
-    out.evidence = fmt::format("OOM kill of pid {}{} confirmed by the kernel ({}; {})", victim,
-                               victim == ev.child ? "" : fmt::format(" (of the prover's tree, started by pid {})", ev.child),
-                               by, counter);
+    out.evidence = fmt::format(
+        "OOM kill of pid {}{} confirmed by the kernel ({}; {})", victim,
+        victim == ev.child ? "" : fmt::format(" (of the prover's tree, started by pid {})", ev.child), by, counter);
     if (prover_event != nullptr && prover_event->domain_cgroup)
       out.evidence += fmt::format("; OOM domain {}", *prover_event->domain_cgroup);
   } else if (sigkill && rose > 0 && other_victim == nullptr) {
     // No sensor named the victim, but the kernel's own counter says a kill happened here.
     out.prover_oom = true;
-    out.evidence = fmt::format("OOM kill in {} confirmed by the kernel's counter ({}); victim not named: {}", ev.cgroup,
-                               counter, ev.oom_source_active ? "no OOM report arrived within 3 s" : "no OOM sensor is active");
+    out.evidence =
+        fmt::format("OOM kill in {} confirmed by the kernel's counter ({}); victim not named: {}", ev.cgroup, counter,
+                    ev.oom_source_active ? "no OOM report arrived within 3 s" : "no OOM sensor is active");
   } else if (other_victim != nullptr || (rose > 0 && !sigkill)) {
     out.other_oom = true;
     out.evidence = other_victim != nullptr
@@ -123,7 +125,8 @@ Verdict classifyAttempt(const AttemptEvidence& ev) {
     if (prover_victim != nullptr) {
       if (auto charge = prover_victim->charge()) k.charge = *charge;  // the kernel's figures at the kill
     }
-    k.page_tables = prover_victim != nullptr && prover_victim->pgtables ? *prover_victim->pgtables : ev.last_tree.page_tables;
+    k.page_tables =
+        prover_victim != nullptr && prover_victim->pgtables ? *prover_victim->pgtables : ev.last_tree.page_tables;
     k.pinned = ev.last_tree.pinned;
     k.kernel = ev.last_tree.kernel;
     k.self_reported = ev.self_reported;

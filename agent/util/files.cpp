@@ -28,7 +28,8 @@ Status makeDirectories(const std::string& dir) {
   if (parent != dir) {
     if (auto s = makeDirectories(parent); !s) return s;
   }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return unexpected(errnoError(fmt::format("making directory {}", dir)));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return unexpected(errnoError(fmt::format("making directory {}", dir)));
   return ok();
 }
 
@@ -62,7 +63,8 @@ Status writeFileAtomic(const std::string& path, std::string_view content) {
   Status st = writeAll(fd, content, tmp);
   if (st && ::fsync(fd) != 0) st = unexpected(errnoError(fmt::format("fsync of {}", tmp)));
   if (::close(fd) != 0 && st) st = unexpected(errnoError(fmt::format("closing {}", tmp)));
-  if (st && ::rename(tmp.c_str(), path.c_str()) != 0) st = unexpected(errnoError(fmt::format("renaming {} to {}", tmp, path)));
+  if (st && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = unexpected(errnoError(fmt::format("renaming {} to {}", tmp, path)));
   if (!st) {
     ::unlink(tmp.c_str());
     return st;

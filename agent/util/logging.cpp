@@ -20,8 +20,8 @@ class JsonFormatter final : public spdlog::formatter {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
     nlohmann::json j = {
         {"time", formatUtcMs(ms, UtcFormat::kIsoMillis)},
-        {"level", std::string(spdlog::level::to_string_view(msg.level).data(),
-                              spdlog::level::to_string_view(msg.level).size())},
+        {"level",
+         std::string(spdlog::level::to_string_view(msg.level).data(), spdlog::level::to_string_view(msg.level).size())},
         {"logger", std::string(msg.logger_name.data(), msg.logger_name.size())},
         {"msg", std::string(msg.payload.data(), msg.payload.size())},
     };

@@ -15,7 +15,8 @@ Result<T> parseInteger(std::string_view text, const char* what) {
   if (t.empty()) return makeError(0, "empty value where a number was expected");
   T v{};
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec == std::errc::result_out_of_range) return makeError(ERANGE, fmt::format("{} out of range: {}", what, quotedExcerpt(t)));
+  if (ec == std::errc::result_out_of_range)
+    return makeError(ERANGE, fmt::format("{} out of range: {}", what, quotedExcerpt(t)));
   if (ec != std::errc() || ptr != t.data() + t.size())
     return makeError(0, fmt::format("not {}: {}", what, quotedExcerpt(t)));
   return v;
@@ -40,7 +41,8 @@ Result<double> parseDouble(std::string_view text) {
   if (t.empty()) return makeError(0, "empty value where a number was expected");
   double v = 0;
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec != std::errc() || ptr != t.data() + t.size()) return makeError(0, fmt::format("not a number: {}", quotedExcerpt(t)));
+  if (ec != std::errc() || ptr != t.data() + t.size())
+    return makeError(0, fmt::format("not a number: {}", quotedExcerpt(t)));
   return v;
 }
 

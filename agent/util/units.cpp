@@ -39,12 +39,18 @@ Result<std::uint64_t> parseSize(std::string_view text) {
   std::string unit(trim(t.substr(i)));
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   std::uint64_t mult = 0;
-  if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "k" || unit == "kib" || unit == "kb") mult = 1ULL << 10;
-  else if (unit == "m" || unit == "mib" || unit == "mb") mult = 1ULL << 20;
-  else if (unit == "g" || unit == "gib" || unit == "gb") mult = 1ULL << 30;
-  else if (unit == "t" || unit == "tib" || unit == "tb") mult = 1ULL << 40;
-  else return makeError(EINVAL, fmt::format("size \"{}\": unknown unit \"{}\" (use B, KiB, MiB, GiB, TiB)", text, unit));
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "k" || unit == "kib" || unit == "kb")
+    mult = 1ULL << 10;
+  else if (unit == "m" || unit == "mib" || unit == "mb")
+    mult = 1ULL << 20;
+  else if (unit == "g" || unit == "gib" || unit == "gb")
+    mult = 1ULL << 30;
+  else if (unit == "t" || unit == "tib" || unit == "tb")
+    mult = 1ULL << 40;
+  else
+    return makeError(EINVAL, fmt::format("size \"{}\": unknown unit \"{}\" (use B, KiB, MiB, GiB, TiB)", text, unit));
   if (num.empty()) return makeError(EINVAL, fmt::format("size \"{}\" has no number", text));
   if (num.find('.') == std::string_view::npos) {
     auto v = parseU64(num);

@@ -2,11 +2,11 @@
 // endpoint scraped by a real Prometheus and checked by promtool, SIGHUP reloads, sd_notify
 // against a socket the test owns, and label cardinality under 2,000 short-lived processes.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -112,7 +112,8 @@ TEST(Agent, ServesTheTestCgroupAndPromtoolAcceptsTheMetrics) {
     ASSERT_FALSE(log.is_discarded()) << "not JSON: " << line;
     EXPECT_TRUE(log.contains("time") && log.contains("level") && log.contains("msg")) << line;
     said_stopped = said_stopped || log["msg"] == "stopped";
-    said_missing = said_missing || log["msg"].get<std::string>().find("/headroom-test-no-such-cgroup") != std::string::npos;
+    said_missing =
+        said_missing || log["msg"].get<std::string>().find("/headroom-test-no-such-cgroup") != std::string::npos;
     ++lines;
   }
   EXPECT_GT(lines, 2u);
@@ -199,7 +200,8 @@ TEST(Agent, RealOomKillIsCountedAndListed) {
   ASSERT_TRUE(st);
   ASSERT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << "the workload was not OOM-killed: " << *st;
 
-  std::map<std::string, std::string> labels = {{"cgroup", sb->path()}, {"role", "prover"}, {"process", "headroom-worklo"}};
+  std::map<std::string, std::string> labels = {
+      {"cgroup", sb->path()}, {"role", "prover"}, {"process", "headroom-worklo"}};
   ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_oom_kills_total", labels); }))
       << agent.metrics().substr(0, 3000);
   std::string text = agent.metrics();
@@ -233,9 +235,12 @@ TEST(Agent, SighupReloadsRoleRulesLive) {
   std::string config = tmp.file("agent.toml", fmt::format("interval = \"200ms\"\ncgroups = [\"{}\"]\n", sb->path()));
   Agent agent({"--config", config});
   ASSERT_TRUE(agent.waitHealthy());
-  std::map<std::string, std::string> as_system = {{"cgroup", sb->path()}, {"role", "system"}, {"process", "headroom-worklo"}};
-  std::map<std::string, std::string> as_prover = {{"cgroup", sb->path()}, {"role", "prover"}, {"process", "headroom-worklo"}};
-  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_process_group_size", as_system); }));
+  std::map<std::string, std::string> as_system = {
+      {"cgroup", sb->path()}, {"role", "system"}, {"process", "headroom-worklo"}};
+  std::map<std::string, std::string> as_prover = {
+      {"cgroup", sb->path()}, {"role", "prover"}, {"process", "headroom-worklo"}};
+  ASSERT_TRUE(
+      agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_process_group_size", as_system); }));
 
   // A bad config on reload keeps the running one (and says so in a counter).
   tmp.file("agent.toml", "interval = \"fast\"\n");
@@ -244,11 +249,13 @@ TEST(Agent, SighupReloadsRoleRulesLive) {
       [&](const std::string& t) { return metric(t, "headroom_config_reload_failures_total").value_or(0) == 1.0; }));
   EXPECT_TRUE(metric(agent.metrics(), "headroom_process_group_size", as_system));
 
-  tmp.file("agent.toml", fmt::format("interval = \"200ms\"\ncgroups = [\"{}\"]\n[roles]\nrules = [\"prover=comm:headroom-worklo\"]\n",
-                                     sb->path()));
+  tmp.file("agent.toml",
+           fmt::format("interval = \"200ms\"\ncgroups = [\"{}\"]\n[roles]\nrules = [\"prover=comm:headroom-worklo\"]\n",
+                       sb->path()));
   agent.child().kill(SIGHUP);
-  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_process_group_size", as_prover); }))
-      << agent.metrics().substr(0, 3000);
+  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) {
+    return metric(t, "headroom_process_group_size", as_prover);
+  })) << agent.metrics().substr(0, 3000);
   std::string text = agent.metrics();
   EXPECT_FALSE(metric(text, "headroom_process_group_size", as_system)) << "the old role's series is gone";
   EXPECT_EQ(metric(text, "headroom_config_reloads_total"), 1.0);
@@ -259,14 +266,16 @@ TEST(Agent, SighupReloadsRoleRulesLive) {
   EXPECT_NE(reloaded->find("sensors kept"), std::string::npos) << *reloaded;
   // A [sensors] change restarts them, and their counters do not go back.
   double events = metric(text, "headroom_sensor_events_total").value_or(0);
-  tmp.file("agent.toml", fmt::format("interval = \"200ms\"\ncgroups = [\"{}\"]\n[roles]\nrules = [\"prover=comm:headroom-worklo\"]\n"
-                                     "[sensors]\nexit_ring_bytes = \"512KiB\"\n",
-                                     sb->path()));
+  tmp.file("agent.toml",
+           fmt::format("interval = \"200ms\"\ncgroups = [\"{}\"]\n[roles]\nrules = [\"prover=comm:headroom-worklo\"]\n"
+                       "[sensors]\nexit_ring_bytes = \"512KiB\"\n",
+                       sb->path()));
   agent.child().kill(SIGHUP);
   reloaded = agent.waitLog("config reloaded", 10s);
   ASSERT_TRUE(reloaded);
   EXPECT_NE(reloaded->find("sensors restarted"), std::string::npos) << *reloaded;
-  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_config_reloads_total") == 2.0; }));
+  ASSERT_TRUE(
+      agent.waitMetrics([&](const std::string& t) { return metric(t, "headroom_config_reloads_total") == 2.0; }));
   text = agent.metrics();
   EXPECT_GE(metric(text, "headroom_sensor_events_total").value_or(0), events);
   EXPECT_EQ(metric(text, "headroom_sensor_state", {{"sensor", "oom"}, {"state", "active"}}), 1.0);
@@ -300,7 +309,8 @@ TEST(Agent, TellsSystemdReadyWatchdogAndStopping) {
     return false;
   };
   ASSERT_TRUE(waitFor("READY=1", 30s));
-  EXPECT_NE(messages.back().find("MAINPID=" + std::to_string(agent.child().pid())), std::string::npos) << messages.back();
+  EXPECT_NE(messages.back().find("MAINPID=" + std::to_string(agent.child().pid())), std::string::npos)
+      << messages.back();
   EXPECT_EQ(httpGet(agent.port(), "/healthz").status, 200) << "READY comes after the first sample";
   // Watchdog pings every half period (200 ms here), between samples too (every 1 s): four
   // come while the agent has sampled at most twice more (a bound generous for a slow build).
@@ -339,8 +349,8 @@ TEST(Agent, TwoThousandShortLivedProcessesStayUnderTheSeriesCap) {
   // 2,000 children with distinct comms: first 300 alive at once and held until both agents
   // have shown their bound (however slow the machine), then the rest, 300 alive at a time for
   // 300 ms each. Uncapped, 50 groups of about ten series each would pass the cap.
-  auto spawner = ChildProcess::spawn({HEADROOM_WORKLOAD, "--spawn-hold", "300", "--spawn", "2000", "300", "300"},
-                                     sb->procsFile());
+  auto spawner =
+      ChildProcess::spawn({HEADROOM_WORKLOAD, "--spawn-hold", "300", "--spawn", "2000", "300", "300"}, sb->procsFile());
   ASSERT_TRUE(spawner);
   auto holding = spawner->readLine(120s);
   ASSERT_TRUE(holding && holding->rfind("holding 300", 0) == 0) << (holding ? *holding : holding.error().describe());
@@ -415,8 +425,9 @@ TEST(Agent, ProbeOnDemandIsOffByDefaultRateLimitedAndExported) {
   double allocatable = j["allocatable_bytes"].get<double>();
   EXPECT_NEAR(allocatable, 256.0 * kMiB - static_cast<double>(before->usage), 16.0 * kMiB) << r.body;
   // Exported, and the next scrape already has it.
-  ASSERT_TRUE(agent.waitMetrics(
-      [&](const std::string& t) { return metric(t, "headroom_probe_allocatable_bytes", {{"cgroup", sb->path()}}); }));
+  ASSERT_TRUE(agent.waitMetrics([&](const std::string& t) {
+    return metric(t, "headroom_probe_allocatable_bytes", {{"cgroup", sb->path()}});
+  }));
   std::string text = agent.metrics();
   EXPECT_EQ(metric(text, "headroom_probe_allocatable_bytes", {{"cgroup", sb->path()}}), allocatable);
   EXPECT_EQ(metric(text, "headroom_probes_total", {{"outcome", "done"}}), 1.0);

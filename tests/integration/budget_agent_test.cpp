@@ -4,10 +4,10 @@
 // `headroom budget` prints the agent's budget while it runs, and one computed locally that
 // agrees with it when it does not.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -45,9 +45,7 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-double unixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::uint64_t u64(const nlohmann::json& j, const char* key) { return j.at(key).get<std::uint64_t>(); }
 double mib(std::uint64_t b) { return static_cast<double>(b) / static_cast<double>(kMiB); }
@@ -67,9 +65,18 @@ TEST(BudgetAgent, NeighbourGrowingSharedMemoryLowersTheBudgetOnTheNextTick) {
   auto prover = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(64 * kMiB)}, sb->procsFile());
 
   // budget.cgroup unset: the agent finds the prover's cgroup from the role rule.
-  std::vector<std::string> args = {"--interval", "200ms", "--cgroup", sb->path(), "--budget.margin-floor", "16MiB",
-                                   "--budget.hysteresis", "1MiB", "--budget.state-file", tmp.file("state.json"),
-                                   "--budget.file", tmp.file("budget")};
+  std::vector<std::string> args = {"--interval",
+                                   "200ms",
+                                   "--cgroup",
+                                   sb->path(),
+                                   "--budget.margin-floor",
+                                   "16MiB",
+                                   "--budget.hysteresis",
+                                   "1MiB",
+                                   "--budget.state-file",
+                                   tmp.file("state.json"),
+                                   "--budget.file",
+                                   tmp.file("budget")};
   args.insert(args.end(), kRoleRules.begin(), kRoleRules.end());
   Agent agent(args);
   EXPECT_NE(agent.servedPaths().find("/v1/budget"), std::string::npos) << agent.servedPaths();
@@ -109,9 +116,10 @@ TEST(BudgetAgent, NeighbourGrowingSharedMemoryLowersTheBudgetOnTheNextTick) {
   const double waited_ms = std::chrono::duration<double, std::milli>(Clock::now() - ready_mono).count();
   const std::uint64_t b1 = u64(*after, "budget_bytes");
   const std::uint64_t growth = u64(*after, "neighbour_growth_bytes");
-  std::cout << fmt::format("budget {:.1f} MiB (generation {}) -> {:.1f} MiB (generation {}) on the first sample after "
-                           "the neighbour's 128 MiB of shmem, {:.0f} ms later; neighbours' growth {:.1f} MiB\n",
-                           mib(b0), gen0, mib(b1), u64(*after, "generation"), waited_ms, mib(growth));
+  std::cout << fmt::format(
+      "budget {:.1f} MiB (generation {}) -> {:.1f} MiB (generation {}) on the first sample after "
+      "the neighbour's 128 MiB of shmem, {:.0f} ms later; neighbours' growth {:.1f} MiB\n",
+      mib(b0), gen0, mib(b1), u64(*after, "generation"), waited_ms, mib(growth));
   EXPECT_GT(u64(*after, "generation"), gen0);
   // The shmem is charged under the bound (its usage), and its growth is expected again.
   EXPECT_NEAR(mib(growth), 128.0, 16.0) << after->dump();
@@ -122,9 +130,11 @@ TEST(BudgetAgent, NeighbourGrowingSharedMemoryLowersTheBudgetOnTheNextTick) {
   auto text = httpGet(agent.port(), "/metrics").body;
   auto now = agent.waitBudget();
   ASSERT_TRUE(now);
-  EXPECT_EQ(metric(text, "headroom_budget_bytes", {{"cgroup", sb->path()}}), static_cast<double>(u64(*now, "budget_bytes")));
+  EXPECT_EQ(metric(text, "headroom_budget_bytes", {{"cgroup", sb->path()}}),
+            static_cast<double>(u64(*now, "budget_bytes")));
   EXPECT_EQ(metric(text, "headroom_margin_bytes", {{"cgroup", sb->path()}}), 16.0 * kMiB);
-  EXPECT_GE(metric(text, "headroom_budget_generation", {{"cgroup", sb->path()}}).value_or(0), static_cast<double>(gen0 + 1));
+  EXPECT_GE(metric(text, "headroom_budget_generation", {{"cgroup", sb->path()}}).value_or(0),
+            static_cast<double>(gen0 + 1));
   neighbour.closeStdin();
   prover.closeStdin();
   (void)neighbour.wait();
@@ -141,9 +151,20 @@ TEST(BudgetAgent, OomKillOfTheProverRaisesGenerationAndMarginAtOnce) {
   const std::string state = tmp.file("state.json");
   // A long interval: a new generation within a second or two of the kill came from the kill,
   // not from the next sample. budget.cgroup set: a budget before the prover starts.
-  std::vector<std::string> args = {"--interval", "10s", "--cgroup", sb->path(), "--budget.cgroup", sb->path(),
-                                   "--budget.margin-floor", "16MiB", "--budget.margin-step", "8MiB", "--budget.hysteresis",
-                                   "1MiB", "--budget.state-file", state};
+  std::vector<std::string> args = {"--interval",
+                                   "10s",
+                                   "--cgroup",
+                                   sb->path(),
+                                   "--budget.cgroup",
+                                   sb->path(),
+                                   "--budget.margin-floor",
+                                   "16MiB",
+                                   "--budget.margin-step",
+                                   "8MiB",
+                                   "--budget.hysteresis",
+                                   "1MiB",
+                                   "--budget.state-file",
+                                   state};
   args.insert(args.end(), kRoleRules.begin(), kRoleRules.end());
   Agent agent(args);
   auto before = agent.waitBudget();
@@ -166,12 +187,12 @@ TEST(BudgetAgent, OomKillOfTheProverRaisesGenerationAndMarginAtOnce) {
   const std::uint64_t m1 = u64(*after, "margin_bytes");
   const std::uint64_t gen1 = u64(*after, "generation");
   const auto& kill = (*after)["learned"]["last_kill"];
-  std::cout << fmt::format("OOM kill: margin {:.1f} -> {:.1f} MiB, generation {} -> {}, budget {:.1f} -> {:.1f} MiB, "
-                           "published {:.0f} ms after the kill (interval 10 s); evidence: charge {:.1f} MiB for a budget "
-                           "of {:.1f} MiB, page tables {:.2f} MiB\n",
-                           mib(m0), mib(m1), gen0, gen1, mib(u64(*before, "budget_bytes")), mib(u64(*after, "budget_bytes")),
-                           published_ms, mib(u64(kill, "charge_bytes")), mib(u64(kill, "budget_bytes")),
-                           mib(u64(kill, "page_tables_bytes")));
+  std::cout << fmt::format(
+      "OOM kill: margin {:.1f} -> {:.1f} MiB, generation {} -> {}, budget {:.1f} -> {:.1f} MiB, "
+      "published {:.0f} ms after the kill (interval 10 s); evidence: charge {:.1f} MiB for a budget "
+      "of {:.1f} MiB, page tables {:.2f} MiB\n",
+      mib(m0), mib(m1), gen0, gen1, mib(u64(*before, "budget_bytes")), mib(u64(*after, "budget_bytes")), published_ms,
+      mib(u64(kill, "charge_bytes")), mib(u64(kill, "budget_bytes")), mib(u64(kill, "page_tables_bytes")));
   EXPECT_GT(gen1, gen0);
   EXPECT_LT(published_ms, 5000.0) << "published at once, not at the next 10 s sample";
   // At least margin x 1.5 and margin + step; from the evidence when that says more.
@@ -194,7 +215,8 @@ TEST(BudgetAgent, OomKillOfTheProverRaisesGenerationAndMarginAtOnce) {
 
   auto text = httpGet(agent.port(), "/metrics").body;
   std::map<std::string, std::string> cg = {{"cgroup", sb->path()}};
-  EXPECT_EQ(metric(text, "headroom_budget_margin_changes_total", {{"cgroup", sb->path()}, {"reason", "oom_kill"}}), 1.0);
+  EXPECT_EQ(metric(text, "headroom_budget_margin_changes_total", {{"cgroup", sb->path()}, {"reason", "oom_kill"}}),
+            1.0);
   EXPECT_EQ(metric(text, "headroom_margin_bytes", cg), static_cast<double>(m1));
 
   // `headroom budget` while the agent runs: the agent's budget, whatever it would compute here.
@@ -236,10 +258,10 @@ TEST(BudgetAgent, LocalBudgetAgreesWithTheAgentsWithinTheHysteresis) {
   TempDir shm("/dev/shm");
   const std::string state = tmp.file("state.json");
   auto prover = spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(48 * kMiB)}, sb->procsFile());
-  auto neighbour = spawnReady({HEADROOM_WORKLOAD, "--shm-create", shm.file("shm"), std::to_string(32 * kMiB)},
-                              sb->procsFile());
+  auto neighbour =
+      spawnReady({HEADROOM_WORKLOAD, "--shm-create", shm.file("shm"), std::to_string(32 * kMiB)}, sb->procsFile());
   std::vector<std::string> policy = {"--budget.margin-floor", "16MiB", "--budget.hysteresis", "1MiB",
-                                     "--budget.state-file", state};
+                                     "--budget.state-file",   state};
   std::vector<std::string> args = {"--interval", "200ms", "--cgroup", sb->path()};
   args.insert(args.end(), policy.begin(), policy.end());
   args.insert(args.end(), kRoleRules.begin(), kRoleRules.end());
@@ -249,15 +271,17 @@ TEST(BudgetAgent, LocalBudgetAgreesWithTheAgentsWithinTheHysteresis) {
   ASSERT_TRUE(first);
   // Five samples (at 200 ms) after the first that saw the prover, however long they take to come.
   const double first_at = (*first)["time"].get<double>();
-  auto theirs = agent.waitBudget([&](const nlohmann::json& j) { return j["time"].get<double>() >= first_at + 1.0; }, 60s);
+  auto theirs =
+      agent.waitBudget([&](const nlohmann::json& j) { return j["time"].get<double>() >= first_at + 1.0; }, 60s);
   ASSERT_TRUE(theirs);
   const std::uint64_t agent_budget = u64(*theirs, "budget_bytes");
   const std::string port = std::to_string(agent.port());
   agent.stop();
 
-  std::vector<std::string> local = {HEADROOM_BINARY, "--log-level", "info", "budget", "--agent", "http://127.0.0.1:" + port,
-                                    "--cgroup", sb->path(), "--margin-floor", "16MiB", "--state-file", state,
-                                    "--format", "json"};
+  std::vector<std::string> local = {
+      HEADROOM_BINARY, "--log-level", "info",           "budget", "--agent",      "http://127.0.0.1:" + port,
+      "--cgroup",      sb->path(),    "--margin-floor", "16MiB",  "--state-file", state,
+      "--format",      "json"};
   local.insert(local.end(), kRoleRules.begin(), kRoleRules.end());
   auto r = runCommand(local);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -267,13 +291,13 @@ TEST(BudgetAgent, LocalBudgetAgreesWithTheAgentsWithinTheHysteresis) {
   const std::uint64_t mine = u64(j, "budget_bytes");
   // The agent moves its published budget only beyond the larger of 1 MiB and 1% of it.
   const double band = std::max(1.0, mib(agent_budget) / 100.0);
-  std::cout << fmt::format("agent {:.2f} MiB, local {:.2f} MiB: {:+.2f} MiB (hysteresis {:.2f} MiB)\n", mib(agent_budget),
-                           mib(mine), mib(mine) - mib(agent_budget), band);
+  std::cout << fmt::format("agent {:.2f} MiB, local {:.2f} MiB: {:+.2f} MiB (hysteresis {:.2f} MiB)\n",
+                           mib(agent_budget), mib(mine), mib(mine) - mib(agent_budget), band);
   EXPECT_NEAR(mib(mine), mib(agent_budget), band) << r.out;
   EXPECT_EQ(j["inputs"]["prover_processes"], 1);
   EXPECT_EQ(u64(j, "margin_bytes"), 16 * kMiB);
-  std::vector<std::string> plain = {HEADROOM_BINARY, "budget", "--local", "--cgroup", sb->path(), "--margin-floor", "16MiB",
-                                    "--state-file", state};
+  std::vector<std::string> plain = {HEADROOM_BINARY,  "budget", "--local",      "--cgroup", sb->path(),
+                                    "--margin-floor", "16MiB",  "--state-file", state};
   plain.insert(plain.end(), kRoleRules.begin(), kRoleRules.end());
   auto b = runCommand(plain);
   ASSERT_EQ(b.exit_code, 0) << b.err;
@@ -296,7 +320,8 @@ TEST(BudgetAgent, SighupAppliesANewPolicyAndKeepsWhatWasLearned) {
   ASSERT_TRUE(saveState(tmp.file("state.json"), learned));
   auto config = [&](const std::string& floor) {
     std::ofstream(tmp.file("agent.toml")) << fmt::format(
-        "interval = \"200ms\"\ncgroups = [\"{0}\"]\n[budget]\ncgroup = \"{0}\"\nmargin_floor = \"{1}\"\nhysteresis = \"1MiB\"\n"
+        "interval = \"200ms\"\ncgroups = [\"{0}\"]\n[budget]\ncgroup = \"{0}\"\nmargin_floor = \"{1}\"\nhysteresis = "
+        "\"1MiB\"\n"
         "state_file = \"{2}\"\nfile = \"{3}\"\n",
         sb->path(), floor, tmp.file("state.json"), tmp.file("budget"));
   };

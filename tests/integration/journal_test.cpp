@@ -4,9 +4,9 @@
 // leaves a torn record that the restarted agent sets aside before it keeps appending; an
 // unwritable journal is off, said, and the agent keeps running.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -47,11 +47,11 @@ struct Agent : testing::AgentProcess {
 
 // A workload with a known mix that climbs past the limit slowly enough for several samples.
 ChildProcess climber(const CgroupSandbox& sb, const std::string& shm) {
-  auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--shm-create", shm, std::to_string(32 * kMiB), "--sparse",
-                                std::to_string(4096 * kMiB), "--mlock", std::to_string(16 * kMiB), "--anon",
-                                std::to_string(32 * kMiB), "--grow-after-ready", std::to_string(512 * kMiB), "10",
-                                "--grow-on-line"},
-                               sb.procsFile());
+  auto w = ChildProcess::spawn(
+      {HEADROOM_WORKLOAD, "--shm-create", shm, std::to_string(32 * kMiB), "--sparse", std::to_string(4096 * kMiB),
+       "--mlock", std::to_string(16 * kMiB), "--anon", std::to_string(32 * kMiB), "--grow-after-ready",
+       std::to_string(512 * kMiB), "10", "--grow-on-line"},
+      sb.procsFile());
   if (!w) throw std::runtime_error(w.error().describe());
   auto line = w->readLine();
   if (!line || line->rfind("ready", 0) != 0) throw std::runtime_error("the workload did not get ready");
@@ -75,9 +75,9 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
   std::string shm = fmt::format("/dev/shm/headroom-journal-test-{}", ::getpid());
   // What the prover believes it uses, as it would write it.
   std::ofstream(tmp.file("used")) << "100MiB\n";
-  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--role-rule", "prover=comm:headroom-worklo",
-               "--journal", tmp.file("oom.hrj"), "--budget.state-file", tmp.file("state.json"), "--budget.margin-floor",
-               "16MiB", "--prover.self-report", tmp.file("used"),
+  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--role-rule", "prover=comm:headroom-worklo", "--journal",
+               tmp.file("oom.hrj"), "--budget.state-file", tmp.file("state.json"), "--budget.margin-floor", "16MiB",
+               "--prover.self-report", tmp.file("used"),
                // A budget from the first sample on, whether or not a sample catches the prover before it dies.
                "--budget.cgroup", sb->path()});
   ASSERT_TRUE(agent.waitLog("journal: OOM kills are recorded in")) << agent.logText();
@@ -105,7 +105,8 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
   EXPECT_EQ(rec["cgroup"]["path"], sb->path());
   // The breakdown at the last sample holds the known mix.
   std::map<std::string, double> parts;
-  for (const auto& p : rec["cgroup"]["attribution"]["parts"]) parts[p["kind"].get<std::string>()] = p["bytes"].get<double>();
+  for (const auto& p : rec["cgroup"]["attribution"]["parts"])
+    parts[p["kind"].get<std::string>()] = p["bytes"].get<double>();
   EXPECT_GE(parts["shmem_mapped"] + parts["shmem_unmapped"], 31.0 * kMiB) << rec["cgroup"]["attribution"].dump();
   EXPECT_GE(parts["pagetables"], 7.0 * kMiB) << "4 GiB of sparse address space: 8 MiB of page tables";
   EXPECT_GE(parts["anon"], 48.0 * kMiB);
@@ -137,7 +138,8 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
   // The report as an engineer reads it, and its picture.
   auto text = runCommand({HEADROOM_BINARY, "report", "--journal", tmp.file("oom.hrj"), "--svg", tmp.file("kill.svg")});
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find(fmt::format("pid {} (headroom-worklo) was OOM-killed in {}", w.pid(), sb->path())), std::string::npos)
+  EXPECT_NE(text.out.find(fmt::format("pid {} (headroom-worklo) was OOM-killed in {}", w.pid(), sb->path())),
+            std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("WHAT GREW"), std::string::npos);
   EXPECT_NE(text.out.find("the prover believed it used 100 MiB"), std::string::npos) << text.out;
@@ -158,8 +160,8 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
   ASSERT_TRUE(sb->setLimit(128 * kMiB));
   TempDir tmp;
   std::string journal = tmp.file("oom.hrj");
-  std::vector<std::string> args = {"--interval", "200ms", "--cgroup", sb->path(), "--journal", journal,
-                                   "--budget.enabled", "false"};
+  std::vector<std::string> args = {"--interval", "200ms", "--cgroup",         sb->path(),
+                                   "--journal",  journal, "--budget.enabled", "false"};
   auto kill = [&](Agent& agent, const std::string& needle) {
     auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon-slow", std::to_string(256 * kMiB)}, sb->procsFile());
     ASSERT_TRUE(w) << w.error().describe();
@@ -172,12 +174,11 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
     (void)agent.child().wait();
   }
   // What a write cut short by the SIGKILL leaves: the start of a frame, no newline.
-  {
-    std::ofstream(journal, std::ios::app) << "HRJ1 4096 0badc0de {\"version\":1,\"event\":{\"vic";
-  }
+  { std::ofstream(journal, std::ios::app) << "HRJ1 4096 0badc0de {\"version\":1,\"event\":{\"vic"; }
   Agent again(args);
   ASSERT_TRUE(again.waitLog("journal: OOM kills are recorded in")) << again.logText();
-  EXPECT_NE(again.logText().find("a torn last record (a crash mid-write) was set aside in"), std::string::npos) << again.logText();
+  EXPECT_NE(again.logText().find("a torn last record (a crash mid-write) was set aside in"), std::string::npos)
+      << again.logText();
   kill(again, "OOM kill recorded as record 2");
   auto list = reportJson(journal, {"--list"});
   ASSERT_EQ(list.size(), 2u);
@@ -201,8 +202,8 @@ TEST(Journal, TheProversSelfReportIsReadFromItsPrometheusEndpoint) {
   auto serve = [&](const std::string& body) { std::ofstream(tmp.file("metrics")) << body; };
   serve("# TYPE cuzk_used_bytes gauge\ncuzk_used_bytes{pool=\"gpu\"} 1\ncuzk_used_bytes{pool=\"all\"} 123456789\n");
   // The prover's metrics endpoint: a real HTTP server on loopback, serving that file.
-  auto server = ChildProcess::spawn({"/usr/bin/python3", "-u", "-m", "http.server", "--bind", "127.0.0.1", "0", "--directory",
-                                     tmp.path.string()});
+  auto server = ChildProcess::spawn(
+      {"/usr/bin/python3", "-u", "-m", "http.server", "--bind", "127.0.0.1", "0", "--directory", tmp.path.string()});
   ASSERT_TRUE(server) << server.error().describe();
   auto line = server->readLine(10s);  // "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
   ASSERT_TRUE(line) << "python3 http.server did not start";

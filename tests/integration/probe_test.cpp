@@ -1,8 +1,8 @@
 // `headroom probe` on real cgroups: beside a process holding memory it reports what can
 // really be allocated, never causes an OOM kill, and gives the memory back.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -58,12 +58,13 @@ TEST(Probe, ReportsWhatCanReallyBeAllocatedBesideAHolderWithoutAnyOomKill) {
   EXPECT_GE(j["probe_chunks"].get<int>(), 1);
   // v1: a sub-cgroup of its own with a hard limit. v2: a cgroup that holds processes cannot have
   // children with the memory controller, so the probe joins it as the OOM killer's first choice.
-  EXPECT_NE(j["placement"].get<std::string>().find(sb->version() == 1 ? "sub-cgroup" : "target cgroup"), std::string::npos)
+  EXPECT_NE(j["placement"].get<std::string>().find(sb->version() == 1 ? "sub-cgroup" : "target cgroup"),
+            std::string::npos)
       << j["placement"];
   // The old tool's arithmetic holds.
-  EXPECT_EQ(j["overhead_bytes"].get<std::int64_t>(),
-            j["usage_peak_bytes"].get<std::int64_t>() - j["usage_before_bytes"].get<std::int64_t>() -
-                j["allocated_bytes"].get<std::int64_t>());
+  EXPECT_EQ(j["overhead_bytes"].get<std::int64_t>(), j["usage_peak_bytes"].get<std::int64_t>() -
+                                                         j["usage_before_bytes"].get<std::int64_t>() -
+                                                         j["allocated_bytes"].get<std::int64_t>());
   // The holder sat still: the overhead is the kernel's (the probe's page tables), not growth.
   EXPECT_LT(std::abs(j["others_growth_bytes"].get<double>()), 2.0 * kMiB) << r.out;
   EXPECT_LT(j["kernel_overhead_bytes"].get<double>(), 8.0 * kMiB) << r.out;

@@ -3,10 +3,10 @@
 // a SIGKILL that is not an OOM kill, a crash and a failure are never retried; the verdicts
 // are the same without BPF; signals reach the prover; the learned margin survives restarts.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -40,7 +40,8 @@ struct Attempt {
 
 std::vector<Attempt> attempts(const std::string& err) {
   std::vector<Attempt> out;
-  static const std::regex re(R"(attempt (\d+)/\d+: budget [^(]+\((\d+) bytes\), margin [^>]+-> (oom_killed|exited\(\d+\)|signal \d+ \(\w+\)))");
+  static const std::regex re(
+      R"(attempt (\d+)/\d+: budget [^(]+\((\d+) bytes\), margin [^>]+-> (oom_killed|exited\(\d+\)|signal \d+ \(\w+\)))");
   std::istringstream in(err);
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
@@ -69,8 +70,8 @@ nlohmann::json readJson(const std::string& path) {
 
 std::vector<std::string> runArgs(const CgroupSandbox& sb, const TempDir& tmp, std::vector<std::string> extra,
                                  std::vector<std::string> prover) {
-  std::vector<std::string> a = {HEADROOM_BINARY, "run", "--cgroup", sb.path(), "--margin-floor", "16MiB", "--margin-step",
-                                "16MiB", "--state-file", tmp.file("state.json")};
+  std::vector<std::string> a = {HEADROOM_BINARY, "run",           "--cgroup", sb.path(),      "--margin-floor",
+                                "16MiB",         "--margin-step", "16MiB",    "--state-file", tmp.file("state.json")};
   a.insert(a.end(), extra.begin(), extra.end());
   a.push_back("--");
   a.push_back(HEADROOM_TEST_PROVER);
@@ -132,8 +133,8 @@ TEST(Run, AnOomKilledProverIsRetriedWithALargerMarginAndSucceeds) {
 
   // Restart: a new `headroom run` with the same state file starts from the learned margin and
   // succeeds at once.
-  auto again = runCommand(runArgs(*sb, tmp, {"--budget-env", "PROVER_BUDGET"}, {"--pool", "48MiB", "--sparse", "8GiB",
-                                                                               "--budget-env", "PROVER_BUDGET"}));
+  auto again = runCommand(runArgs(*sb, tmp, {"--budget-env", "PROVER_BUDGET"},
+                                  {"--pool", "48MiB", "--sparse", "8GiB", "--budget-env", "PROVER_BUDGET"}));
   ASSERT_EQ(again.exit_code, 0) << again.err;
   auto b = attempts(again.err);
   ASSERT_EQ(b.size(), 1u) << again.err;
@@ -178,7 +179,8 @@ TEST(Run, ASigkillThatIsNotAnOomKillIsNotRetried) {
     auto a = attempts(r.err);
     ASSERT_EQ(a.size(), 1u) << r.err;
     EXPECT_EQ(a[0].outcome, "signal 9 (KILL)");
-    EXPECT_NE(r.err.find("not retried: signal 9, not an OOM kill"), std::string::npos) << (bpf ? "bpf: " : "no bpf: ") << r.err;
+    EXPECT_NE(r.err.find("not retried: signal 9, not an OOM kill"), std::string::npos)
+        << (bpf ? "bpf: " : "no bpf: ") << r.err;
     // Nothing learned from it: no state written.
     EXPECT_FALSE(std::filesystem::exists(tmp.file("state.json")));
   }
@@ -215,7 +217,8 @@ TEST(Run, GivesUpAtTheRetryLimitWithANonZeroExitAndASummary) {
   EXPECT_EQ(a[0].outcome, "oom_killed");
   EXPECT_EQ(a[1].outcome, "oom_killed");
   EXPECT_LT(a[1].budget, a[0].budget);
-  EXPECT_NE(r.err.find("giving up: 2 attempts, each ended by an OOM kill (--max-retries 1)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("giving up: 2 attempts, each ended by an OOM kill (--max-retries 1)"), std::string::npos)
+      << r.err;
   EXPECT_EQ(readJson(tmp.file("state.json"))["oom_kills"], 2);
 }
 
@@ -276,9 +279,25 @@ TEST(Run, AnOomKillInsideTheProversTreeIsTheProversThroughAWrapper) {
   // sample and dies long before the next one: only its exit event says whose child it was. No
   // sample sees its locked pool either, so the margin grows from the kill's figures alone, in
   // more steps than the default three retries allow.
-  std::vector<std::string> a = {HEADROOM_BINARY, "run", "--cgroup", sb->path(), "--margin-floor", "16MiB", "--margin-step",
-                                "16MiB", "--state-file", tmp.file("state.json"), "--sample-interval", "60s", "--max-retries", "8", "--",
-                                "/bin/sh", "-c", "sleep 0.3; \"$0\" \"$@\"; exit $?", HEADROOM_TEST_PROVER};
+  std::vector<std::string> a = {HEADROOM_BINARY,
+                                "run",
+                                "--cgroup",
+                                sb->path(),
+                                "--margin-floor",
+                                "16MiB",
+                                "--margin-step",
+                                "16MiB",
+                                "--state-file",
+                                tmp.file("state.json"),
+                                "--sample-interval",
+                                "60s",
+                                "--max-retries",
+                                "8",
+                                "--",
+                                "/bin/sh",
+                                "-c",
+                                "sleep 0.3; \"$0\" \"$@\"; exit $?",
+                                HEADROOM_TEST_PROVER};
   a.insert(a.end(), kOverheadProver.begin(), kOverheadProver.end());
   auto r = runCommand(a);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -296,7 +315,8 @@ TEST(Run, PassesSigtermOnToTheProverAndExitsWithItsStatus) {
   ASSERT_TRUE(sb) << sb.error().describe();
   ASSERT_TRUE(sb->setLimit(256 * kMiB));
   TempDir tmp;
-  auto c = ChildProcess::spawn(runArgs(*sb, tmp, {}, {"--fraction", "0.1", "--hold", "60000", "--pid-file", tmp.file("pid")}));
+  auto c = ChildProcess::spawn(
+      runArgs(*sb, tmp, {}, {"--fraction", "0.1", "--hold", "60000", "--pid-file", tmp.file("pid")}));
   ASSERT_TRUE(c) << c.error().describe();
   auto line = c->readLine();
   ASSERT_TRUE(line && line->rfind("budget ", 0) == 0);
@@ -337,7 +357,8 @@ TEST(Run, TheReclaimWaitFollowsUsageAndIsBounded) {
                                 {"--leave-child", "48MiB:6000", "--pool", "48MiB", "--sparse", "8GiB"}));
     ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 137) << r.err;
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(reclaimed ([\d.]+) s after the prover ended \(([\d.]+) s of waiting\))")))
+    ASSERT_TRUE(std::regex_search(
+        r.err, m, std::regex(R"(reclaimed ([\d.]+) s after the prover ended \(([\d.]+) s of waiting\))")))
         << r.err;
     // It waited for the child's 48 MiB (the prover dies well within the child's 6 s), and the
     // wait ended when the child let go, not at the (60 s) timeout.
@@ -408,7 +429,8 @@ TEST(Run, BadInputIsRefusedNamingTheFlag) {
     std::string says;
   };
   for (const Case& c : std::vector<Case>{
-           {{"--budget-arg", "--budget={gb}"}, "--budget-arg: budget template \"--budget={gb}\": unknown placeholder {gb}"},
+           {{"--budget-arg", "--budget={gb}"},
+            "--budget-arg: budget template \"--budget={gb}\": unknown placeholder {gb}"},
            {{"--margin-growth", "0.5"}, "--margin-growth = 0.5: must be between 1 and 100"},
            {{"--margin-floor", "lots"}, "--margin-floor \"lots\""},
            {{"--budget-env", "1X"}, "--budget-env \"1X\": \"1X\" is not a variable name"},

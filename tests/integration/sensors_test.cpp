@@ -11,10 +11,10 @@
 #include <csignal>
 #include <thread>
 
-#include "headroom/sources/collector.h"
-#include "headroom/sources/procfs.h"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include "headroom/sources/collector.h"
+#include "headroom/sources/procfs.h"
 
 #include "headroom/sensors/sensors.h"
 #include "testing/cgroup_sandbox.h"
@@ -161,8 +161,8 @@ TEST(Sensors, ProcessesSharingTheVictimsMmAreOomKilled) {
   auto sb = CgroupSandbox::create("headroom-oom-sharers");
   ASSERT_TRUE(sb) << sb.error().describe();
   ASSERT_TRUE(sb->setLimit(64 * kMiB));
-  auto child = ChildProcess::spawn({HEADROOM_WORKLOAD, "--clone-vm", "--anon", std::to_string(256 * kMiB)},
-                                   sb->procsFile());
+  auto child =
+      ChildProcess::spawn({HEADROOM_WORKLOAD, "--clone-vm", "--anon", std::to_string(256 * kMiB)}, sb->procsFile());
   ASSERT_TRUE(child);
   auto line = child->readLine();
   ASSERT_TRUE(line);
@@ -260,7 +260,8 @@ TEST(Sensors, FaultCountsAgreeWithTheKernelAcrossThreadsAndSharedCpus) {
   constexpr std::uint64_t kTouch = 32 * kMiB;
   std::vector<ChildProcess> pair;
   for (int i = 0; i < 2; ++i)
-    pair.push_back(spawnReady({"/usr/bin/taskset", "-c", "0", HEADROOM_WORKLOAD, "--touch-per-line", std::to_string(kTouch)}));
+    pair.push_back(
+        spawnReady({"/usr/bin/taskset", "-c", "0", HEADROOM_WORKLOAD, "--touch-per-line", std::to_string(kTouch)}));
   for (int round = 0; round < 3; ++round) {
     std::uint64_t before[2], kernel_before[2];
     for (int i = 0; i < 2; ++i) {
@@ -503,8 +504,8 @@ TEST(Sensors, AProcessIsCountedOnceItsCgroupIsTracked) {
   cfg.tracked_cgroups = std::vector<std::uint64_t>{};  // filtering, nothing tracked yet
   auto s = startSensors(env, cfg);
   constexpr std::uint64_t kTouch = 8 * kMiB;
-  ChildProcess c = spawnReady({"/usr/bin/taskset", "-c", "1", HEADROOM_WORKLOAD, "--touch-per-line", std::to_string(kTouch)},
-                              sb->procsFile());
+  ChildProcess c = spawnReady(
+      {"/usr/bin/taskset", "-c", "1", HEADROOM_WORKLOAD, "--touch-per-line", std::to_string(kTouch)}, sb->procsFile());
   ASSERT_TRUE(c.writeLine(""));
   ASSERT_EQ(c.readLine().value_or(""), "touched");
   EXPECT_FALSE(s->activity(c.pid()).has_value()) << "not tracked yet";
@@ -545,8 +546,8 @@ TEST(Sensors, CliWatchOomsJson) {
   auto sb = CgroupSandbox::create("headroom-oom-cli");
   ASSERT_TRUE(sb) << sb.error().describe();
   ASSERT_TRUE(sb->setLimit(48 * kMiB));
-  auto watcher = ChildProcess::spawn({HEADROOM_BINARY, "snapshot", "--watch-ooms", "--json", "--count", "1",
-                                      "--seconds", "30"});
+  auto watcher =
+      ChildProcess::spawn({HEADROOM_BINARY, "snapshot", "--watch-ooms", "--json", "--count", "1", "--seconds", "30"});
   ASSERT_TRUE(watcher);
   auto header = watcher->readLine(std::chrono::seconds(30));  // attached and watching
   ASSERT_TRUE(header) << header.error().describe();

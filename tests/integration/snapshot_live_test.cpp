@@ -1,8 +1,8 @@
 // The snapshot against the real kernel: a child memory cgroup of our own, workloads that
 // allocate known amounts of each kind of memory, and the snapshot checked against the truth.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
@@ -10,13 +10,13 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
-#include "headroom/sources/collector.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/sources/collector.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
 
@@ -28,9 +28,9 @@ using testing::ChildProcess;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-#define SKIP_WITHOUT_CGROUPS()                                                  \
-  do {                                                                          \
-    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;    \
+#define SKIP_WITHOUT_CGROUPS()                                               \
+  do {                                                                       \
+    if (auto why = CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why; \
   } while (0)
 
 // Removes a tmpfs file when the test ends, whatever happens.
@@ -101,8 +101,8 @@ TEST(SnapshotLive, BreakdownMatchesKnownAllocations) {
 
   // anon; shmem mapped by two processes; a sparse mapping that costs page tables; and a tmpfs
   // file that nobody maps (its writer exits).
-  ChildProcess a = startWorkload(*sb, {"--anon", std::to_string(96 * kMiB), "--shm-create", shared.path,
-                                       std::to_string(64 * kMiB)});
+  ChildProcess a =
+      startWorkload(*sb, {"--anon", std::to_string(96 * kMiB), "--shm-create", shared.path, std::to_string(64 * kMiB)});
   ChildProcess b = startWorkload(*sb, {"--shm-map", shared.path});
   ChildProcess c = startWorkload(*sb, {"--sparse", std::to_string(4096 * kMiB)});  // 2048 touched pages
   ChildProcess d = startWorkload(*sb, {"--tmpfs-file", unmapped.path, std::to_string(32 * kMiB), "--exit-after-ready"});
@@ -212,8 +212,8 @@ TEST(SnapshotLive, CliJsonOnTheSandbox) {
   auto sb = CgroupSandbox::create("headroom-snapshot-cli");
   ASSERT_TRUE(sb) << sb.error().describe();
   ChildProcess a = startWorkload(*sb, {"--anon", std::to_string(48 * kMiB)});
-  auto r = testing::runCommand({HEADROOM_BINARY, "snapshot", "--json", "--cgroup", sb->path(), "--role-rule",
-                                "prover=comm:headroom-worklo"});
+  auto r = testing::runCommand(
+      {HEADROOM_BINARY, "snapshot", "--json", "--cgroup", sb->path(), "--role-rule", "prover=comm:headroom-worklo"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["cgroups"].size(), 1u);

@@ -62,7 +62,8 @@ Status delegateMemory(const FsRoot& fs, const std::string& dir) {
     if (!moved) break;
   }
   if (auto w = d->writeFile("cgroup.subtree_control", "+memory"); !w)
-    return w.error().wrap(fmt::format("delegating the memory controller below {} (its processes moved to {})", dir, leaf));
+    return w.error().wrap(
+        fmt::format("delegating the memory controller below {} (its processes moved to {})", dir, leaf));
   return ok();
 }
 

@@ -111,7 +111,8 @@ Result<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
       return st;
     }
     if (r < 0) return errnoError(fmt::format("waitpid {}", pid_));
-    if (std::chrono::steady_clock::now() > deadline) return makeError(ETIMEDOUT, fmt::format("pid {} did not exit", pid_));
+    if (std::chrono::steady_clock::now() > deadline)
+      return makeError(ETIMEDOUT, fmt::format("pid {} did not exit", pid_));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

@@ -35,8 +35,6 @@ std::optional<ExitCount> ExitCounter::lookup(pid_t tgid) const {
   return ExitCount{v.thread_exits, v.group_exits != 0, v.exit_code};
 }
 
-std::uint64_t ExitCounter::totalExits() const {
-  return __atomic_load_n(&skel_->bss->total_exits, __ATOMIC_RELAXED);
-}
+std::uint64_t ExitCounter::totalExits() const { return __atomic_load_n(&skel_->bss->total_exits, __ATOMIC_RELAXED); }
 
 }  // namespace headroom::testing

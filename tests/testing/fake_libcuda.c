@@ -11,14 +11,14 @@ typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct {
-	unsigned int type;
-	unsigned int requestedHandleTypes;
-	struct {
-		unsigned int type; /* 1 device, 2 host */
-		int id;
-	} location;
-	void *win32HandleMetaData;
-	unsigned long long reserved;
+  unsigned int type;
+  unsigned int requestedHandleTypes;
+  struct {
+    unsigned int type; /* 1 device, 2 host */
+    int id;
+  } location;
+  void* win32HandleMetaData;
+  unsigned long long reserved;
 } CUmemAllocationProp;
 
 #define CUDA_SUCCESS 0
@@ -28,100 +28,114 @@ typedef struct {
 #define TOO_BIG (1ULL << 40)
 
 static struct {
-	void *p;
-	size_t n;
+  void* p;
+  size_t n;
 } host[64];
 static CUdeviceptr next_device = 0x7f0000000000ULL;
 
-static CUresult host_alloc(void **pp, size_t size)
-{
-	void *p;
-	int i;
+static CUresult host_alloc(void** pp, size_t size) {
+  void* p;
+  int i;
 
-	if (!pp || size == 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (size >= TOO_BIG)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	memset(p, 0, size);
-	mlock(p, size);
-	for (i = 0; i < 64; i++) {
-		if (!host[i].p) {
-			host[i].p = p;
-			host[i].n = size;
-			break;
-		}
-	}
-	*pp = p;
-	return CUDA_SUCCESS;
+  if (!pp || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (size >= TOO_BIG) return CUDA_ERROR_OUT_OF_MEMORY;
+  p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  memset(p, 0, size);
+  mlock(p, size);
+  for (i = 0; i < 64; i++) {
+    if (!host[i].p) {
+      host[i].p = p;
+      host[i].n = size;
+      break;
+    }
+  }
+  *pp = p;
+  return CUDA_SUCCESS;
 }
 
-static CUresult device_alloc(CUdeviceptr *d, size_t size)
-{
-	if (!d || size == 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (size >= TOO_BIG)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	*d = next_device;
-	next_device += (size + 0xfffff) & ~0xfffffULL;
-	return CUDA_SUCCESS;
+static CUresult device_alloc(CUdeviceptr* d, size_t size) {
+  if (!d || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (size >= TOO_BIG) return CUDA_ERROR_OUT_OF_MEMORY;
+  *d = next_device;
+  next_device += (size + 0xfffff) & ~0xfffffULL;
+  return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags) { (void)flags; return host_alloc(pp, size); }
-EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t size) { return host_alloc(pp, size); }
+EXPORT CUresult cuMemHostAlloc(void** pp, size_t size, unsigned int flags) {
+  (void)flags;
+  return host_alloc(pp, size);
+}
+EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t size) { return host_alloc(pp, size); }
 
-EXPORT CUresult cuMemFreeHost(void *p)
-{
-	int i;
+EXPORT CUresult cuMemFreeHost(void* p) {
+  int i;
 
-	for (i = 0; i < 64; i++) {
-		if (host[i].p == p) {
-			munlock(p, host[i].n);
-			munmap(p, host[i].n);
-			host[i].p = NULL;
-			return CUDA_SUCCESS;
-		}
-	}
-	return CUDA_ERROR_INVALID_VALUE;
+  for (i = 0; i < 64; i++) {
+    if (host[i].p == p) {
+      munlock(p, host[i].n);
+      munmap(p, host[i].n);
+      host[i].p = NULL;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
-EXPORT CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags)
-{
-	(void)flags;
-	return mlock(p, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+EXPORT CUresult cuMemHostRegister_v2(void* p, size_t size, unsigned int flags) {
+  (void)flags;
+  return mlock(p, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-EXPORT CUresult cuMemHostUnregister(void *p) { (void)p; return CUDA_SUCCESS; }
+EXPORT CUresult cuMemHostUnregister(void* p) {
+  (void)p;
+  return CUDA_SUCCESS;
+}
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t size) { return device_alloc(d, size); }
-EXPORT CUresult cuMemAllocManaged(CUdeviceptr *d, size_t size, unsigned int flags) { (void)flags; return device_alloc(d, size); }
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t size, void *stream) { (void)stream; return device_alloc(d, size); }
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t size, void *stream) { (void)stream; return device_alloc(d, size); }
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* d, size_t size) { return device_alloc(d, size); }
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr* d, size_t size, unsigned int flags) {
+  (void)flags;
+  return device_alloc(d, size);
+}
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr* d, size_t size, void* stream) {
+  (void)stream;
+  return device_alloc(d, size);
+}
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* d, size_t size, void* stream) {
+  (void)stream;
+  return device_alloc(d, size);
+}
 
-EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *d, size_t *pitch, size_t width, size_t height, unsigned int elem)
-{
-	(void)elem;
-	if (!pitch)
-		return CUDA_ERROR_INVALID_VALUE;
-	*pitch = (width + 511) & ~(size_t)511;
-	return device_alloc(d, *pitch * height);
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* d, size_t* pitch, size_t width, size_t height, unsigned int elem) {
+  (void)elem;
+  if (!pitch) return CUDA_ERROR_INVALID_VALUE;
+  *pitch = (width + 511) & ~(size_t)511;
+  return device_alloc(d, *pitch * height);
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, void *stream) { (void)stream; return cuMemFree_v2(d); }
-EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, void *stream) { (void)stream; return cuMemFree_v2(d); }
-
-EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
-			    unsigned long long flags)
-{
-	(void)flags;
-	if (!h || !prop || size == 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	*h = next_device++;
-	return CUDA_SUCCESS;
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, void* stream) {
+  (void)stream;
+  return cuMemFree_v2(d);
+}
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, void* stream) {
+  (void)stream;
+  return cuMemFree_v2(d);
 }
 
-EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { (void)h; return CUDA_SUCCESS; }
-EXPORT CUresult cuCtxDestroy_v2(void *ctx) { (void)ctx; return CUDA_SUCCESS; }
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* h, size_t size, const CUmemAllocationProp* prop,
+                            unsigned long long flags) {
+  (void)flags;
+  if (!h || !prop || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  *h = next_device++;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+  (void)h;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxDestroy_v2(void* ctx) {
+  (void)ctx;
+  return CUDA_SUCCESS;
+}

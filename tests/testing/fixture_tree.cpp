@@ -1,7 +1,7 @@
 #include "testing/fixture_tree.h"
 
-#include "headroom/sources/collector.h"
 #include "headroom/model/roles.h"
+#include "headroom/sources/collector.h"
 
 #include <unistd.h>
 
@@ -79,8 +79,8 @@ void FixtureTree::mountV2() const {
 }
 
 void FixtureTree::mountHybrid() const {
-  write("/proc/self/mountinfo", std::string(kV1Lines) +
-                                    "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n");
+  write("/proc/self/mountinfo",
+        std::string(kV1Lines) + "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n");
   mkdir("/sys/fs/cgroup/memory");
   write("/sys/fs/cgroup/unified/cgroup.controllers", "\n");
 }
@@ -112,10 +112,10 @@ void FixtureTree::meminfo(std::uint64_t total, std::uint64_t available) const {
 void FixtureTree::process(const FakeProcess& p) const {
   std::string dir = fmt::format("/proc/{}", p.pid);
   std::uint64_t rss = p.rss_anon + p.rss_file + p.rss_shmem;
-  write(dir + "/stat", fmt::format("{} ({}) S {} {} {} 0 -1 4194560 {} 0 {} 0 5 3 0 0 20 0 {} 0 {} 123456789 {} "
-                                   "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n",
-                                   p.pid, p.comm, p.ppid, p.pid, p.pid, p.minflt, p.majflt, p.threads, p.start_time,
-                                   rss / 4096));
+  write(dir + "/stat",
+        fmt::format("{} ({}) S {} {} {} 0 -1 4194560 {} 0 {} 0 5 3 0 0 20 0 {} 0 {} 123456789 {} "
+                    "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n",
+                    p.pid, p.comm, p.ppid, p.pid, p.pid, p.minflt, p.majflt, p.threads, p.start_time, rss / 4096));
   write(dir + "/status",
         fmt::format("Name:\t{}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{}\nNgid:\t0\nPid:\t{}\nPPid:\t{}\n"
                     "TracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n"
@@ -125,8 +125,7 @@ void FixtureTree::process(const FakeProcess& p) const {
                     "VmPTE:\t  {} kB\nVmSwap:\t       0 kB\nHugetlbPages:\t       0 kB\nCoreDumping:\t0\n"
                     "THP_enabled:\t1\nThreads:\t{}\nSigQ:\t0/95000\n",
                     p.comm, p.pid, p.pid, p.ppid, rss / 1024 * 4, rss / 1024 * 4, p.vm_lck / 1024, rss / 1024,
-                    rss / 1024, p.rss_anon / 1024, p.rss_file / 1024, p.rss_shmem / 1024, p.vm_pte / 1024,
-                    p.threads));
+                    rss / 1024, p.rss_anon / 1024, p.rss_file / 1024, p.rss_shmem / 1024, p.vm_pte / 1024, p.threads));
   std::string cmd = p.cmdline;
   for (char& c : cmd) {
     if (c == ' ') c = '\0';
@@ -243,11 +242,11 @@ void provingHostV1(const FixtureTree& t) {
   t.process(sshd);
   t.mkdir("/proc/103");  // exited between the listing and the read
   t.write("/proc/2/cgroup", "4:memory:/\n");
-  t.write("/proc/2/stat", "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 "
-                          "17 0 0 0 0 0 0\n");
+  t.write("/proc/2/stat",
+          "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 "
+          "17 0 0 0 0 0 0\n");
   t.write("/proc/2/status", "Name:\tkthreadd\nTgid:\t2\nPid:\t2\nPPid:\t0\nKthread:\t1\n");
 }
-
 
 std::shared_ptr<const Snapshot> provingSnapshot(const FixtureTree& t, const std::vector<std::string>& rules) {
   provingHostV1(t);

@@ -63,8 +63,8 @@ class FixtureTree {
   void self(pid_t pid) const;  // /proc/self -> pid
 
   // A v1 memory cgroup with consistent files; `extra_stat` is appended to memory.stat.
-  void cgroupV1(std::string_view path, std::uint64_t usage, std::uint64_t limit, std::uint64_t rss,
-                std::uint64_t cache, std::uint64_t shmem, std::uint64_t kmem, std::string_view extra_stat = "") const;
+  void cgroupV1(std::string_view path, std::uint64_t usage, std::uint64_t limit, std::uint64_t rss, std::uint64_t cache,
+                std::uint64_t shmem, std::uint64_t kmem, std::string_view extra_stat = "") const;
   // A cgroup's cgroup.procs (v1: in the memory hierarchy), one pid a line.
   void cgroupProcs(int version, std::string_view path, const std::vector<pid_t>& pids) const;
   // A v2 memory cgroup; `stat` is the whole memory.stat.

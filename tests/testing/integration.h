@@ -5,8 +5,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -21,15 +21,15 @@
 #include "testing/child_process.h"
 
 // Root with cgroups v2 to make sandboxes in, and BTF for the sensors.
-#define SKIP_WITHOUT_ROOT()                                                                                    \
-  do {                                                                                                         \
-    if (auto why = ::headroom::testing::CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why;             \
-    if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) GTEST_SKIP() << "no BTF";                             \
+#define SKIP_WITHOUT_ROOT()                                                                       \
+  do {                                                                                            \
+    if (auto why = ::headroom::testing::CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why; \
+    if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) GTEST_SKIP() << "no BTF";                 \
   } while (0)
 
 // Cgroups v2 to make sandboxes in (no BPF needed).
-#define SKIP_WITHOUT_CGROUPS()                                                                      \
-  do {                                                                                              \
+#define SKIP_WITHOUT_CGROUPS()                                                                    \
+  do {                                                                                            \
     if (auto why = ::headroom::testing::CgroupSandbox::unavailableReason()) GTEST_SKIP() << *why; \
   } while (0)
 
@@ -100,7 +100,8 @@ class AgentProcess {
   std::string logText() const;
   // The first line holding `needle` that no earlier call returned or passed: lines read before
   // (the start-up ones) count too, once; then reads on up to `limit`.
-  std::optional<std::string> waitLog(const std::string& needle, std::chrono::milliseconds limit = std::chrono::seconds(20));
+  std::optional<std::string> waitLog(const std::string& needle,
+                                     std::chrono::milliseconds limit = std::chrono::seconds(20));
 
   // Waits until /healthz answers 200 (the first sample is in).
   bool waitHealthy(std::chrono::milliseconds limit = std::chrono::seconds(30));

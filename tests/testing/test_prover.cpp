@@ -54,9 +54,12 @@ std::uint64_t size(const std::string& s) {
   }
   std::string unit = end;
   double mult = 1;
-  if (unit == "KiB" || unit == "K") mult = 1024.0;
-  else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
+  if (unit == "KiB" || unit == "K")
+    mult = 1024.0;
+  else if (unit == "MiB" || unit == "M")
+    mult = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G")
+    mult = 1024.0 * 1024 * 1024;
   else if (!unit.empty() && unit != "B") {
     std::fprintf(stderr, "headroom-test-prover: bad unit in \"%s\"\n", s.c_str());
     std::exit(2);
@@ -118,20 +121,34 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a.rfind("--budget=", 0) == 0) budget_arg = a.substr(9);
-    else if (a == "--budget") budget_arg = next();
-    else if (a == "--budget-env") budget_env = next();
-    else if (a == "--budget-file") budget_file = next();
-    else if (a == "--pool") pool = size(next());
-    else if (a == "--sparse") sparse = size(next());
-    else if (a == "--fraction") fraction = std::strtod(next().c_str(), nullptr);
-    else if (a == "--grab") grab = size(next());
-    else if (a == "--report") report_path = next();
-    else if (a == "--hold") hold_ms = std::atoi(next().c_str());
-    else if (a == "--then") then = next();
-    else if (a == "--early") early = true;
-    else if (a == "--pid-file") pid_file = next();
-    else if (a == "--leave-child") leave_child = next();
+    if (a.rfind("--budget=", 0) == 0)
+      budget_arg = a.substr(9);
+    else if (a == "--budget")
+      budget_arg = next();
+    else if (a == "--budget-env")
+      budget_env = next();
+    else if (a == "--budget-file")
+      budget_file = next();
+    else if (a == "--pool")
+      pool = size(next());
+    else if (a == "--sparse")
+      sparse = size(next());
+    else if (a == "--fraction")
+      fraction = std::strtod(next().c_str(), nullptr);
+    else if (a == "--grab")
+      grab = size(next());
+    else if (a == "--report")
+      report_path = next();
+    else if (a == "--hold")
+      hold_ms = std::atoi(next().c_str());
+    else if (a == "--then")
+      then = next();
+    else if (a == "--early")
+      early = true;
+    else if (a == "--pid-file")
+      pid_file = next();
+    else if (a == "--leave-child")
+      leave_child = next();
     else {
       std::fprintf(stderr, "headroom-test-prover: unknown argument %s\n", a.c_str());
       return 2;

@@ -27,17 +27,17 @@
 //   --exit-code N        the exit code (after ready and stdin's end, or right away with the above)
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <csignal>
-#include <sys/mman.h>
 #include <unistd.h>
+#include <csignal>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -171,9 +171,11 @@ int main(int argc, char** argv) {
       if (::munmap(p, n) != 0) die("munmap");
     } else if (a == "--clone-vm") {
       static char stack[64 * 1024];
-      int pid = ::clone([](void*) -> int {
-        for (;;) ::pause();
-      }, stack + sizeof stack, CLONE_VM | SIGCHLD, nullptr);
+      int pid = ::clone(
+          [](void*) -> int {
+            for (;;) ::pause();
+          },
+          stack + sizeof stack, CLONE_VM | SIGCHLD, nullptr);
       if (pid < 0) die("clone");
       std::printf("sharer %d\n", pid);
       std::fflush(stdout);

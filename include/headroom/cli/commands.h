@@ -39,7 +39,7 @@ struct SnapshotOptions {
 int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& err);
 
 struct AgentOptions {
-  std::string root = "/";                 // --root: where /proc and /sys are read
+  std::string root = "/";                  // --root: where /proc and /sys are read
   std::optional<std::string> config_path;  // --config
   // Flags given on the command line, by config key; applied over the file at start and again
   // at every reload, so that a flag always wins.
@@ -86,15 +86,15 @@ struct RunOptions {
   std::string cgroup;  // where the prover runs; "" = the caller's own (created when missing)
   PolicyFlags policy;
   std::string reclaim_timeout = "60s";
-  std::string state_file;  // "" = defaultStatePath(cgroup)
-  bool no_state = false;   // learn nothing across runs
-  bool probe = false;      // probe the cgroup before the first attempt
-  std::string probe_stop_margin;  // "" = the probe's default
-  std::vector<std::string> budget_env;  // NAME or NAME=TEMPLATE
-  std::vector<std::string> budget_arg;  // TEMPLATE, appended to the command
-  std::string budget_file;               // written before each attempt
+  std::string state_file;                 // "" = defaultStatePath(cgroup)
+  bool no_state = false;                  // learn nothing across runs
+  bool probe = false;                     // probe the cgroup before the first attempt
+  std::string probe_stop_margin;          // "" = the probe's default
+  std::vector<std::string> budget_env;    // NAME or NAME=TEMPLATE
+  std::vector<std::string> budget_arg;    // TEMPLATE, appended to the command
+  std::string budget_file;                // written before each attempt
   std::string budget_format = "{bytes}";  // for --budget-env NAME and --budget-file
-  std::string self_report;  // a file where the prover says how much it uses
+  std::string self_report;                // a file where the prover says how much it uses
   bool bpf = true;
   std::string sample_interval = "250ms";
   std::vector<std::string> command;
@@ -107,8 +107,8 @@ struct BudgetCliOptions {
   std::string root = "/";
   std::string format = "bytes";  // bytes, gib, mib, env, json
   std::string agent_url = "http://127.0.0.1:9464";
-  bool local = false;     // never ask the agent
-  std::string cgroup;     // local: the prover's cgroup; "" = the caller's own
+  bool local = false;                   // never ask the agent
+  std::string cgroup;                   // local: the prover's cgroup; "" = the caller's own
   std::vector<std::string> role_rules;  // local: who the prover is
   PolicyFlags policy;
   std::string state_file;  // local: "" = defaultStatePath(cgroup)

@@ -11,13 +11,12 @@
 
 #include "headroom/controller/controller.h"
 #include "headroom/exporter/http.h"
-#include "headroom/util/logging.h"
-#include "headroom/util/result.h"
 #include "headroom/model/roles.h"
 #include "headroom/sensors/config.h"
+#include "headroom/util/logging.h"
+#include "headroom/util/result.h"
 
 namespace headroom {
-
 
 // [budget]: the prover's budget, recomputed every tick and served on /v1/budget.
 struct BudgetConfig {
@@ -37,7 +36,7 @@ struct BudgetConfig {
 struct JournalConfig {
   bool enabled = true;
   std::string path = "/var/lib/headroom/oom-journal.hrj";
-  std::uint64_t max_bytes = 64ULL << 20;            // beyond: rotated to <path>.1
+  std::uint64_t max_bytes = 64ULL << 20;           // beyond: rotated to <path>.1
   std::chrono::milliseconds flight_window{60000};  // the flight recorder's last seconds per cgroup
 
   bool operator==(const JournalConfig&) const = default;
@@ -60,13 +59,13 @@ struct AgentConfig {
   // Memory cgroups to watch (paths inside the hierarchy) with their subtrees; empty: every
   // memory cgroup that holds a process.
   std::vector<std::string> cgroups;
-  std::vector<RoleRule> role_rules;  // parsed from "ROLE=KIND:VALUE", first match wins
+  std::vector<RoleRule> role_rules;   // parsed from "ROLE=KIND:VALUE", first match wins
   bool smaps = true;                  // read smaps_rollup (PSS)
   std::size_t max_processes = 20000;  // processes read per sample; beyond, counted only
   LogFormat log_format = LogFormat::kText;
-  std::string log_level = "info";  // trace, debug, info, warn, error
+  std::string log_level = "info";          // trace, debug, info, warn, error
   SensorsConfig sensors = agentSensors();  // [sensors]: which sensors, CUDA paths, ring and map sizes
-  JournalConfig journal;           // [journal]
+  JournalConfig journal;                   // [journal]
   // [prover] self_report: where the prover says how much memory it believes it uses (a file,
   // a JSON field at a URL, a Prometheus metric; see self_report.h); "": it says nothing.
   std::string self_report;
@@ -78,7 +77,7 @@ struct AgentConfig {
   // [probe]: POST /v1/probe runs `headroom probe` on demand (off by default: it allocates).
   bool probe_enabled = false;
   std::chrono::milliseconds probe_min_interval{600000};  // at most one probe this often
-  std::string probe_cgroup;  // default target; a request may name another (?cgroup=)
+  std::string probe_cgroup;                              // default target; a request may name another (?cgroup=)
   BudgetConfig budget;
 };
 

@@ -15,19 +15,19 @@
 #include <string_view>
 #include <vector>
 
+#include "headroom/model/snapshot.h"
 #include "headroom/util/files.h"  // writeFileAtomic, for the budget file
 #include "headroom/util/result.h"
-#include "headroom/model/snapshot.h"
 
 namespace headroom {
 
 // The policy; every value configurable, defaults as in DESIGN.md.
 struct BudgetPolicy {
-  std::uint64_t margin_floor = 1ULL << 30;  // the margin never goes below this
-  double margin_growth = 1.5;               // on a confirmed OOM kill: margin x this, at least
+  std::uint64_t margin_floor = 1ULL << 30;   // the margin never goes below this
+  double margin_growth = 1.5;                // on a confirmed OOM kill: margin x this, at least
   std::uint64_t margin_step = 256ULL << 20;  // ... and margin + this, at least
-  double overhead_factor = 1.5;             // ... and this x the overhead beyond the budget at the kill
-  unsigned max_retries = 3;                 // OOM-killed attempts retried by `headroom run`
+  double overhead_factor = 1.5;              // ... and this x the overhead beyond the budget at the kill
+  unsigned max_retries = 3;                  // OOM-killed attempts retried by `headroom run`
   // Give-back: after this many clean runs (or clean periods of a long-running prover), the
   // learned margin shrinks by margin_step, never below what the floor and overhead ask.
   unsigned give_back_after = 3;
@@ -66,8 +66,8 @@ struct ProbeFinding {
 
 // Everything the controller looks at in one tick.
 struct BudgetInputs {
-  std::int64_t time_ns = 0;  // CLOCK_MONOTONIC
-  std::string cgroup;        // where the prover runs
+  std::int64_t time_ns = 0;         // CLOCK_MONOTONIC
+  std::string cgroup;               // where the prover runs
   std::vector<BudgetBound> bounds;  // own cgroup first, host last
   std::uint64_t prover_usage = 0;   // what the kernel charges for the prover's processes
   std::size_t prover_processes = 0;
@@ -80,14 +80,14 @@ struct BudgetInputs {
 // What an OOM kill showed about the prover, measured at the kill.
 struct KillEvidence {
   std::int64_t time_ns = 0;
-  std::string what;             // the evidence in words, for the record (may hold any bytes: comms, paths)
-  bool prover_victim = true;    // false: another process in its cgroup was the victim
-  std::uint64_t budget = 0;     // the budget the prover was given
-  std::uint64_t charge = 0;     // what the kernel charged for the prover at the kill
+  std::string what;           // the evidence in words, for the record (may hold any bytes: comms, paths)
+  bool prover_victim = true;  // false: another process in its cgroup was the victim
+  std::uint64_t budget = 0;   // the budget the prover was given
+  std::uint64_t charge = 0;   // what the kernel charged for the prover at the kill
   std::optional<std::uint64_t> self_reported;  // what it believed it used
-  std::uint64_t pinned = 0;       // pinned (CUDA) or mlocked bytes, often outside any budget
+  std::uint64_t pinned = 0;                    // pinned (CUDA) or mlocked bytes, often outside any budget
   std::uint64_t page_tables = 0;
-  std::uint64_t kernel = 0;       // its share of slab, kernel stacks and other kernel charge
+  std::uint64_t kernel = 0;  // its share of slab, kernel stacks and other kernel charge
 
   bool operator==(const KillEvidence&) const = default;
 };
@@ -106,11 +106,11 @@ struct BudgetDecision {
   // Rises when a kill or give-back changes the learned margin, when validity flips, or when the
   // budget moves beyond the hysteresis; between generations budget and margin stay as published.
   std::uint64_t generation = 0;
-  bool valid = false;            // false: no bound could be read, or no room at all
-  std::string tightest;          // the bound the room came from
-  std::uint64_t room = 0;        // under the tightest bound, after neighbours' expected growth
-  std::uint64_t neighbour_growth = 0;  // expected growth of neighbours in the tightest bound
-  std::uint64_t overhead_growth = 0;   // the overhead's recent peak above its level now
+  bool valid = false;                      // false: no bound could be read, or no room at all
+  std::string tightest;                    // the bound the room came from
+  std::uint64_t room = 0;                  // under the tightest bound, after neighbours' expected growth
+  std::uint64_t neighbour_growth = 0;      // expected growth of neighbours in the tightest bound
+  std::uint64_t overhead_growth = 0;       // the overhead's recent peak above its level now
   std::optional<std::uint64_t> probe_cap;  // allocatable + prover usage, when a fresh probe says
   bool capped_by_probe = false;
   std::string margin_source;  // "floor", "invisible overhead", "learned (...)"
@@ -123,9 +123,9 @@ struct BudgetDecision {
 struct ControllerState {
   std::uint64_t learned_margin = 0;  // 0: nothing learned yet
   std::uint64_t generation = 0;
-  std::uint64_t oom_kills = 0;       // confirmed kills that grew the margin, ever
-  unsigned retries = 0;              // OOM-killed attempts in the current run
-  unsigned clean_runs = 0;           // clean runs (or periods) since the last kill or give-back
+  std::uint64_t oom_kills = 0;  // confirmed kills that grew the margin, ever
+  unsigned retries = 0;         // OOM-killed attempts in the current run
+  unsigned clean_runs = 0;      // clean runs (or periods) since the last kill or give-back
   std::optional<KillEvidence> last_kill;
   std::vector<MarginChange> history;  // the newest last, at most kHistory
   static constexpr std::size_t kHistory = 32;

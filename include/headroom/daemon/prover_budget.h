@@ -27,10 +27,10 @@ struct BudgetUpdate {
   std::string cgroup;  // the prover's cgroup; "" when none is known
   // The controller's decision, valid or not; absent when none could be made (`document` says why).
   std::optional<BudgetDecision> decision;
-  int http_status = 503;     // 200 with a valid decision
-  nlohmann::json document;   // the /v1/budget answer
+  int http_status = 503;    // 200 with a valid decision
+  nlohmann::json document;  // the /v1/budget answer
   std::uint64_t prover_usage = 0;
-  bool gave_back = false;    // a clean period gave margin back
+  bool gave_back = false;  // a clean period gave margin back
 };
 
 class ProverBudget {
@@ -90,10 +90,10 @@ class ProverBudget {
   std::string controller_cgroup_;  // the cgroup controller_ decides for
   std::string prover_seen_in_;     // without budget.cgroup: where the prover was last seen
   std::string state_path_;
-  bool state_frozen_ = false;       // the state file was unreadable: never overwritten
-  bool state_unsaved_ = false;      // learned something the file does not hold yet
-  bool grown_unpublished_ = false;  // the margin grew and no decision has used it yet
-  bool grown_now_ = false;          // ... and that is to be published at once
+  bool state_frozen_ = false;                   // the state file was unreadable: never overwritten
+  bool state_unsaved_ = false;                  // learned something the file does not hold yet
+  bool grown_unpublished_ = false;              // the margin grew and no decision has used it yet
+  bool grown_now_ = false;                      // ... and that is to be published at once
   std::optional<std::int64_t> clean_since_ns_;  // prover present, no kill, since then
   std::uint64_t published_generation_ = 0;
 };

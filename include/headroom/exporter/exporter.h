@@ -18,8 +18,8 @@
 
 #include "headroom/controller/controller.h"
 #include "headroom/model/roles.h"
-#include "headroom/sensors/readings.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/sensors/readings.h"
 
 namespace prometheus {
 class Registry;
@@ -43,9 +43,9 @@ const std::vector<MetricInfo>& metricCatalog();
 const MetricInfo* findMetric(std::string_view name);
 
 struct ExporterLimits {
-  std::size_t top_processes = 10;  // per role: the largest (cgroup, comm) groups by RSS
-  std::size_t max_cgroups = 256;   // the largest cgroups by usage
-  std::size_t max_series = 20000;  // every series together
+  std::size_t top_processes = 10;        // per role: the largest (cgroup, comm) groups by RSS
+  std::size_t max_cgroups = 256;         // the largest cgroups by usage
+  std::size_t max_series = 20000;        // every series together
   std::size_t max_oom_label_sets = 512;  // distinct {cgroup,role,process} in the OOM counters
 };
 
@@ -53,9 +53,9 @@ struct ExporterLimits {
 struct AgentSelf {
   std::uint64_t rss_bytes = 0;
   double cpu_seconds = 0;
-  double start_time_seconds = 0;        // unix time
+  double start_time_seconds = 0;  // unix time
   double last_sample_duration_s = 0;
-  double last_sample_timestamp_s = 0;   // unix time of the last successful sample
+  double last_sample_timestamp_s = 0;  // unix time of the last successful sample
   std::uint64_t samples_total = 0;
   std::uint64_t sample_failures_total = 0;
   std::uint64_t config_reloads_total = 0;

@@ -19,9 +19,9 @@ struct FlightPoint {
   std::int64_t wall_time_ns = 0;
   std::int64_t completed_monotonic_ns = 0;  // the sample's last read (0: unknown); not serialised
   std::uint64_t usage = 0;
-  std::optional<std::uint64_t> limit;  // the tightest bound's limit
+  std::optional<std::uint64_t> limit;          // the tightest bound's limit
   std::map<std::string, std::uint64_t> parts;  // PartKind name -> bytes (see snapshot.h)
-  std::optional<std::uint64_t> self_reported;   // what the prover said it used, when known
+  std::optional<std::uint64_t> self_reported;  // what the prover said it used, when known
 };
 // {time (unix seconds, float), usage_bytes, limit_bytes, parts, self_reported_bytes}: null when absent.
 nlohmann::json toJson(const FlightPoint& p);

@@ -34,9 +34,9 @@ struct ScanResult {
     std::uint64_t length = 0;
     std::string what;  // "CRC mismatch", "truncated (no newline)", "bad length", "not JSON", ...
   };
-  std::vector<Damage> damage;       // in file order; the torn tail, when there is one, is the last
-  bool torn_tail = false;           // the file ends inside a record
-  std::uint64_t tail_offset = 0;    // where that last, incomplete record starts (== size when none)
+  std::vector<Damage> damage;     // in file order; the torn tail, when there is one, is the last
+  bool torn_tail = false;         // the file ends inside a record
+  std::uint64_t tail_offset = 0;  // where that last, incomplete record starts (== size when none)
 };
 ScanResult scanJournal(std::string_view bytes);
 
@@ -48,11 +48,11 @@ struct JournalOptions {
 
 struct JournalStats {
   std::uint64_t records_written = 0;
-  std::uint64_t write_failures = 0;    // appends that returned an error (the record is not in the journal)
-  std::uint64_t damaged_records = 0;   // damaged regions found at open in the file and <path>.1 (torn tail included)
+  std::uint64_t write_failures = 0;   // appends that returned an error (the record is not in the journal)
+  std::uint64_t damaged_records = 0;  // damaged regions found at open in the file and <path>.1 (torn tail included)
   std::uint64_t rotations = 0;
-  std::uint64_t bytes = 0;             // current file size
-  std::string torn_file;               // where open() set a torn tail aside; empty when there was none
+  std::uint64_t bytes = 0;  // current file size
+  std::string torn_file;    // where open() set a torn tail aside; empty when there was none
 };
 
 class JournalWriter {
@@ -81,13 +81,13 @@ class JournalWriter {
   JournalWriter(JournalOptions o, int fd, std::uint64_t next_id, JournalStats st)
       : opts_(std::move(o)), fd_(fd), next_id_(next_id), stats_(std::move(st)) {}
   Status rotate();
-  Status reopen();              // after a rotation that could not create the new file
-  Status cutBack();             // truncates to stats_.bytes after a failed append
+  Status reopen();   // after a rotation that could not create the new file
+  Status cutBack();  // truncates to stats_.bytes after a failed append
   JournalOptions opts_;
   int fd_ = -1;
   std::uint64_t next_id_ = 1;
   JournalStats stats_;
-  bool dirty_ = false;          // a failed append left bytes that cutBack() could not remove yet
+  bool dirty_ = false;  // a failed append left bytes that cutBack() could not remove yet
 };
 
 struct JournalContents {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "headroom/sensors/oom_event.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/sensors/oom_event.h"
 
 namespace headroom {
 

@@ -22,8 +22,8 @@ struct RoleRule {
   enum class Kind { kComm, kCmdline, kCgroup };
   Role role = Role::kSystem;
   Kind kind = Kind::kComm;
-  std::string pattern;  // as given
-  std::regex regex;     // kCmdline only (ECMAScript, searched anywhere in the cmdline)
+  std::string pattern;       // as given
+  std::regex regex;          // kCmdline only (ECMAScript, searched anywhere in the cmdline)
   std::string text() const;  // "prover=comm:cuzk"
 };
 
@@ -37,8 +37,7 @@ class RoleMatcher {
       : rules_(std::move(rules)), fallback_(fallback) {}
 
   // `cgroup` is the process's memory cgroup path.
-  Role match(pid_t pid, pid_t self_pid, std::string_view comm, std::string_view cmdline,
-             std::string_view cgroup) const;
+  Role match(pid_t pid, pid_t self_pid, std::string_view comm, std::string_view cmdline, std::string_view cgroup) const;
   const std::vector<RoleRule>& rules() const { return rules_; }
 
  private:

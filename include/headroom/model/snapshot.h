@@ -11,12 +11,12 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/sources/cgroup.h"
-#include "headroom/sources/collector.h"
-#include "headroom/sources/procfs.h"
 #include "headroom/model/roles.h"
 #include "headroom/sensors/readings.h"
+#include "headroom/sources/cgroup.h"
+#include "headroom/sources/collector.h"
 #include "headroom/sources/oom_report.h"
+#include "headroom/sources/procfs.h"
 
 namespace headroom {
 
@@ -24,8 +24,8 @@ namespace headroom {
 enum class PartKind {
   // visible: what processes' memory shows
   kAnon,
-  kFile,          // page cache, without shmem
-  kShmemMapped,   // shmem/tmpfs pages some process in the cgroup maps
+  kFile,         // page cache, without shmem
+  kShmemMapped,  // shmem/tmpfs pages some process in the cgroup maps
   // invisible: charged to the cgroup, shown by no process's RSS
   kShmemUnmapped,  // tmpfs files / shm segments that no process in the cgroup maps
   kPageTables,
@@ -79,8 +79,8 @@ struct PinnedOverlay {
 struct ProcessAttribution {
   std::uint64_t rss = 0, rss_anon = 0, rss_file = 0, rss_shmem = 0;
   std::optional<std::uint64_t> pss, pss_anon, pss_file, pss_shmem;  // absent without smaps_rollup
-  std::uint64_t page_tables = 0;  // VmPTE, exact
-  std::uint64_t locked = 0;       // VmLck
+  std::uint64_t page_tables = 0;                                    // VmPTE, exact
+  std::uint64_t locked = 0;                                         // VmLck
   std::uint64_t swap = 0;
   // This process's share of its cgroup's invisible overhead, and the rule that made it.
   std::uint64_t overhead_share = 0;
@@ -115,8 +115,8 @@ std::uint64_t reclaimableBytes(const CgroupMemory& cg);
 struct CgroupSnapshot {
   CgroupMemory memory;
   Attribution attribution;
-  std::vector<Bound> bounds;  // every bound, own first; host last
-  std::optional<Bound> tightest;  // the bound with the least room
+  std::vector<Bound> bounds;           // every bound, own first; host last
+  std::optional<Bound> tightest;       // the bound with the least room
   std::vector<std::size_t> processes;  // indices into Snapshot::processes, by PSS descending
 
   std::optional<std::uint64_t> headroom() const {
@@ -137,7 +137,7 @@ struct Snapshot {
   int memory_version = 0;
   std::string memory_mount;
   HostSnapshot host;
-  std::vector<CgroupSnapshot> cgroups;    // by usage descending
+  std::vector<CgroupSnapshot> cgroups;  // by usage descending
   std::vector<ProcessSnapshot> processes;
   pid_t self_pid = 0;
   std::optional<pid_t> focus_pid;

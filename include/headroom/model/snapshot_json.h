@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "headroom/sensors/oom_event.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/sensors/oom_event.h"
 #include "headroom/util/json.h"
 
 namespace headroom {

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "headroom/model/snapshot.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/collector.h"
 #include "headroom/sources/fs_root.h"
 #include "headroom/util/result.h"
-#include "headroom/model/snapshot.h"
 
 namespace headroom {
 
@@ -25,12 +25,12 @@ const char* toString(TouchMode m);
 Result<TouchMode> touchModeFromString(std::string_view s);
 
 struct ProbeOptions {
-  std::string cgroup;  // target, a path inside the memory hierarchy; "" = the caller's own
+  std::string cgroup;                        // target, a path inside the memory hierarchy; "" = the caller's own
   std::optional<std::uint64_t> stop_margin;  // default: 2 GiB, scaled down for small bounds
-  std::uint64_t chunk = 1ULL << 30;           // largest step
+  std::uint64_t chunk = 1ULL << 30;          // largest step
   TouchMode touch = TouchMode::kPopulate;
-  unsigned threads = 0;                        // touching threads; 0 = the cores available
-  std::optional<std::uint64_t> max_bytes;      // never allocate more than this
+  unsigned threads = 0;                    // touching threads; 0 = the cores available
+  std::optional<std::uint64_t> max_bytes;  // never allocate more than this
   std::chrono::milliseconds reclaim_timeout{30000};
 };
 
@@ -49,9 +49,9 @@ struct ProbeReading {
   std::uint64_t oom_kills = 0;     // the target's own OOM-kill counter
   // Signs that the kernel struggles: counters that must not rise while probing.
   std::uint64_t events_high = 0, events_max = 0, events_oom = 0;  // v2 memory.events
-  bool under_oom = false;                                          // v1
-  std::optional<std::uint64_t> pressure_some_us;                   // PSI total (cgroup, or host)
-  std::int64_t time_ns = 0;                                        // CLOCK_MONOTONIC of the reading
+  bool under_oom = false;                                         // v1
+  std::optional<std::uint64_t> pressure_some_us;                  // PSI total (cgroup, or host)
+  std::int64_t time_ns = 0;                                       // CLOCK_MONOTONIC of the reading
 };
 
 enum class ProbeStep { kContinue, kStopNearBound, kStopMaxBytes, kAbortPressure };
@@ -82,8 +82,8 @@ struct ProbeResult {
   std::int64_t overhead_bytes = 0;  // peak - before - allocated
   std::uint64_t probe_chunks = 0;
   // New.
-  std::string cgroup;                // the target
-  ProbeBound bound;                  // the bound that applied
+  std::string cgroup;  // the target
+  ProbeBound bound;    // the bound that applied
   std::uint64_t stop_margin_bytes = 0;
   std::uint64_t allocatable_bytes = 0;  // allocated + the room left at the peak
   std::string placement;                // "sub-cgroup /x/headroom-probe-123 (limit N)" or "target, oom_score_adj=1000"
@@ -91,15 +91,15 @@ struct ProbeResult {
   unsigned threads = 0;
   double touch_seconds = 0;
   double bytes_per_second = 0;
-  std::int64_t others_growth_bytes = 0;   // RSS growth of the other processes during the probe
+  std::int64_t others_growth_bytes = 0;    // RSS growth of the other processes during the probe
   std::int64_t kernel_overhead_bytes = 0;  // overhead - others' growth
   std::vector<std::pair<std::string, std::int64_t>> kernel_overhead_parts;  // by memory.stat/kmem delta
   double reclaim_seconds = 0;
   bool reclaimed = false;  // usage came back near the start within the timeout
   std::string stop_reason;
-  bool aborted = false;    // pressure rose: partial results, exit code 3
+  bool aborted = false;                                     // pressure rose: partial results, exit code 3
   std::uint64_t oom_kills_before = 0, oom_kills_after = 0;  // the target's own counter
-  double started_at = 0;   // unix time
+  double started_at = 0;                                    // unix time
   double duration_seconds = 0;
 };
 

@@ -11,7 +11,7 @@
 namespace headroom {
 
 struct SensorsConfig {
-  bool bpf = true;   // false (--no-bpf): /dev/kmsg and cgroup files only
+  bool bpf = true;  // false (--no-bpf): /dev/kmsg and cgroup files only
   bool kmsg = true;
   bool faults = true, mmap = true, rss = true, cuda = true;
   // Memory cgroup ids (directory inode numbers) to track; nullopt: every cgroup.
@@ -19,7 +19,7 @@ struct SensorsConfig {
   // Ring and map sizes (ring sizes: a power of two, at least one page).
   std::uint32_t oom_ring_bytes = 256 * 1024;
   std::uint32_t exit_ring_bytes = 256 * 1024;
-  std::uint32_t max_processes = 16384;     // per-process counter maps (LRU)
+  std::uint32_t max_processes = 16384;  // per-process counter maps (LRU)
   std::uint32_t max_cuda_allocations = 65536;
   std::uint32_t max_tracked_cgroups = 4096;
   // CUDA: driver libraries (libcuda.so.1) to probe; empty: found automatically. Runtime

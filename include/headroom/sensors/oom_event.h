@@ -29,7 +29,7 @@ struct OomEvent {
   std::optional<std::string> domain_cgroup;
   bool global = false;
   std::optional<std::uint64_t> domain_limit_bytes, domain_usage_bytes;  // "memory: usage .., limit .."
-  std::vector<OomTaskDumpEntry> tasks;  // who held what at the kill
+  std::vector<OomTaskDumpEntry> tasks;                                  // who held what at the kill
   bool from_bpf = false, from_kmsg = false;
   // Without BPF or /dev/kmsg: a cgroup's OOM-kill counter rose by counted_kills between two
   // samples (memory.events.local / memory.oom_control). The domain is then unknown.
@@ -49,15 +49,15 @@ enum class ExitKind { kExited, kSignaled, kOomKilled };
 const char* toString(ExitKind k);
 
 struct ExitEvent {
-  pid_t pid = 0;  // the process (tgid)
+  pid_t pid = 0;         // the process (tgid)
   pid_t parent_pid = 0;  // its parent's tgid when it exited (0: unknown)
   std::string comm;
   int wait_status = 0;
   ExitKind kind = ExitKind::kExited;
-  int code = 0;    // exit code when kExited
-  int signal = 0;  // terminating signal when kSignaled / kOomKilled
-  bool oom_marked = false;      // mark_victim named it
-  bool shares_oom_mm = false;   // it shared a victim's mm
+  int code = 0;                // exit code when kExited
+  int signal = 0;              // terminating signal when kSignaled / kOomKilled
+  bool oom_marked = false;     // mark_victim named it
+  bool shares_oom_mm = false;  // it shared a victim's mm
   std::string cgroup;
   std::int64_t monotonic_time_ns = 0;
   std::string note;  // e.g. "marked by the OOM killer while already exiting: kill skipped"

@@ -139,8 +139,8 @@ struct CgroupMemory {
   // The v2 root has no memory.current (nor memory.max): its usage is the sum of its memory.stat
   // (anon, file, kernel, sock, zswap), which holds the whole machine's pages.
   bool usage_from_stat = false;
-  std::optional<std::uint64_t> peak;   // memory.peak / memory.max_usage_in_bytes
-  std::optional<std::uint64_t> high;  // v2 memory.high (nullopt: max or absent)
+  std::optional<std::uint64_t> peak;          // memory.peak / memory.max_usage_in_bytes
+  std::optional<std::uint64_t> high;          // v2 memory.high (nullopt: max or absent)
   std::optional<std::uint64_t> swap_current;  // v2 memory.swap.current
 
   // v1 only
@@ -150,9 +150,9 @@ struct CgroupMemory {
   bool under_oom = false;                           // memory.oom_control under_oom
   StatMap oom_control;                              // all of memory.oom_control
 
-  StatMap stat;          // memory.stat, every key (v1: local and total_*)
-  StatMap events;        // v2 memory.events (hierarchical)
-  StatMap events_local;  // v2 memory.events.local
+  StatMap stat;                 // memory.stat, every key (v1: local and total_*)
+  StatMap events;               // v2 memory.events (hierarchical)
+  StatMap events_local;         // v2 memory.events.local
   std::optional<Psi> pressure;  // v2 memory.pressure
 
   // Read straight from the kernel's counters: OOMs (limit hits) and OOM kills.

@@ -35,9 +35,9 @@ struct CollectOptions {
 struct CollectStats {
   std::size_t processes_seen = 0;
   std::size_t processes_read = 0;
-  std::size_t processes_vanished = 0;   // exited between listing and reading
-  std::size_t processes_failed = 0;     // unreadable for another reason (see warnings)
-  std::size_t processes_skipped = 0;    // over max_processes
+  std::size_t processes_vanished = 0;     // exited between listing and reading
+  std::size_t processes_failed = 0;       // unreadable for another reason (see warnings)
+  std::size_t processes_skipped = 0;      // over max_processes
   std::size_t processes_without_pss = 0;  // smaps_rollup not readable (permissions)
   std::size_t kernel_threads = 0;
   // In cgroups the mounted hierarchy does not show (another cgroup namespace's, seen through
@@ -56,10 +56,10 @@ struct RawSample {
   CgroupMounts mounts;
   int memory_version = 0;  // 1 or 2: the hierarchy that carries the memory controller
   Meminfo meminfo;
-  std::optional<Psi> host_pressure;  // /proc/pressure/memory (absent without PSI)
-  std::vector<CgroupMemory> cgroups;    // the watched cgroups
+  std::optional<Psi> host_pressure;               // /proc/pressure/memory (absent without PSI)
+  std::vector<CgroupMemory> cgroups;              // the watched cgroups
   std::map<std::string, CgroupMemory> ancestors;  // their ancestors, by path (bounds)
-  std::vector<ProcessSample> processes;  // every process in a watched cgroup's subtree
+  std::vector<ProcessSample> processes;           // every process in a watched cgroup's subtree
   pid_t self_pid = 0;
   std::optional<pid_t> focus_pid;  // --pid: the process the user asked about
   CollectStats stats;

@@ -22,7 +22,7 @@ namespace headroom {
 struct ProcStatus {
   pid_t tgid = 0;
   pid_t ppid = 0;
-  uid_t uid = 0;  // real uid
+  uid_t uid = 0;               // real uid
   bool kernel_thread = false;  // no mm: "Kthread: 1", or no VmRSS line on older kernels
   std::uint64_t vm_size = 0, vm_rss = 0, vm_hwm = 0;
   std::uint64_t rss_anon = 0, rss_file = 0, rss_shmem = 0;

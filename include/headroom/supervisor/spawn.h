@@ -16,8 +16,8 @@ namespace headroom {
 struct SpawnSpec {
   std::vector<std::string> argv;           // argv[0] is looked up in PATH
   std::map<std::string, std::string> env;  // the whole environment
-  std::string procs_file;  // the cgroup.procs the child moves itself into first ("" stays where it is)
-  std::string cgroup;      // that cgroup, for messages
+  std::string procs_file;                  // the cgroup.procs the child moves itself into first ("" stays where it is)
+  std::string cgroup;                      // that cgroup, for messages
 };
 
 // The child's pid. Errors: kNotPlaced (the move into the cgroup failed), kNotStarted (the exec

@@ -42,14 +42,14 @@ struct AttemptEvidence {
   int wait_status = 0;
   std::string cgroup;  // the prover's cgroup
   ProverTree tree;
-  std::vector<OomEvent> ooms;       // the OOM incidents seen while it ran and after
-  std::optional<ExitEvent> exit;    // the exit sensor's word on the child
+  std::vector<OomEvent> ooms;                                      // the OOM incidents seen while it ran and after
+  std::optional<ExitEvent> exit;                                   // the exit sensor's word on the child
   std::optional<std::uint64_t> oom_kills_before, oom_kills_after;  // the cgroup's own counter
-  bool oom_source_active = false;  // mark_victim (BPF) or /dev/kmsg could have named a victim
-  std::uint64_t budget = 0;        // what the attempt was given
-  TreeFigures last_tree;           // the prover's figures at the last sample
+  bool oom_source_active = false;              // mark_victim (BPF) or /dev/kmsg could have named a victim
+  std::uint64_t budget = 0;                    // what the attempt was given
+  TreeFigures last_tree;                       // the prover's figures at the last sample
   std::optional<std::uint64_t> self_reported;  // what the prover said it used, at the end
-  std::int64_t now_ns = 0;         // CLOCK_MONOTONIC of the verdict
+  std::int64_t now_ns = 0;                     // CLOCK_MONOTONIC of the verdict
 };
 
 // How much the cgroup's counter rose (0 unless both readings are there).
@@ -61,9 +61,9 @@ std::size_t victimsNamed(const AttemptEvidence& ev);
 bool awaitsOomReport(const AttemptEvidence& ev);
 
 struct Verdict {
-  bool prover_oom = false;  // the prover (or a process of its tree) was OOM-killed: confirmed
-  bool other_oom = false;   // another process in its cgroup was, while it ran
-  std::string evidence;     // in words; empty for an exit no kill explains
+  bool prover_oom = false;           // the prover (or a process of its tree) was OOM-killed: confirmed
+  bool other_oom = false;            // another process in its cgroup was, while it ran
+  std::string evidence;              // in words; empty for an exit no kill explains
   std::optional<KillEvidence> kill;  // for the controller, when there was an OOM kill
 };
 Verdict classifyAttempt(const AttemptEvidence& ev);

@@ -10,9 +10,7 @@
 namespace headroom {
 
 // The white space of the kernel's text formats (C locale, whatever the process's locale).
-inline bool isAsciiSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
+inline bool isAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 // Strips ASCII white space (spaces, tabs, newlines) on both ends.
 std::string_view trim(std::string_view s);

@@ -15,15 +15,15 @@ namespace headroom {
 // What kind of failure an error is, for whoever must act on it: the CLI turns kinds into exit
 // codes (cli/exit_codes.h), never the message's words.
 enum class ErrorKind {
-  kIo,             // the system refused a read, a write or a call (`code` says which errno)
-  kBadInput,       // what a user gave is wrong: a flag, a config value, a path to use
-  kBadData,        // what was read is malformed: garbage, a truncated file, a damaged record
-  kNotFound,       // what was asked for does not exist: a file, a cgroup, a process
-  kNotPermitted,   // the system said EPERM or EACCES
-  kUnsupported,    // this kernel or machine cannot do it: no memory controller, no BPF, no tracepoint
-  kUnavailable,    // the answer is no, for now: no room for a budget, no decision yet
-  kNotPlaced,      // a command could not be placed where it must run (its cgroup): a shell's 126
-  kNotStarted,     // a command could not be executed: a shell's 127
+  kIo,            // the system refused a read, a write or a call (`code` says which errno)
+  kBadInput,      // what a user gave is wrong: a flag, a config value, a path to use
+  kBadData,       // what was read is malformed: garbage, a truncated file, a damaged record
+  kNotFound,      // what was asked for does not exist: a file, a cgroup, a process
+  kNotPermitted,  // the system said EPERM or EACCES
+  kUnsupported,   // this kernel or machine cannot do it: no memory controller, no BPF, no tracepoint
+  kUnavailable,   // the answer is no, for now: no room for a budget, no decision yet
+  kNotPlaced,     // a command could not be placed where it must run (its cgroup): a shell's 126
+  kNotStarted,    // a command could not be executed: a shell's 127
 };
 const char* toString(ErrorKind k);
 
@@ -53,7 +53,9 @@ struct Error {
 // The kind follows from `code` (kindOfErrno).
 inline Error makeError(int code, std::string message) { return Error{kindOfErrno(code), code, std::move(message)}; }
 inline Error errnoError(std::string message) { return makeError(errno, std::move(message)); }
-inline Error makeError(ErrorKind kind, std::string message, int code = 0) { return Error{kind, code, std::move(message)}; }
+inline Error makeError(ErrorKind kind, std::string message, int code = 0) {
+  return Error{kind, code, std::move(message)};
+}
 inline Error badInput(std::string message) { return Error{ErrorKind::kBadInput, 0, std::move(message)}; }
 
 // Tag so that Result<Error> stays unambiguous; use unexpected(err) like std::unexpected.
@@ -67,10 +69,10 @@ class [[nodiscard]] Result {
  public:
   using value_type = T;
 
-  Result(const T& v) : v_(v) {}  // NOLINT(google-explicit-constructor): mirrors std::expected
-  Result(T&& v) : v_(std::move(v)) {}  // NOLINT(google-explicit-constructor)
+  Result(const T& v) : v_(v) {}                     // NOLINT(google-explicit-constructor): mirrors std::expected
+  Result(T&& v) : v_(std::move(v)) {}               // NOLINT(google-explicit-constructor)
   Result(Unexpected u) : v_(std::move(u.error)) {}  // NOLINT(google-explicit-constructor)
-  Result(Error e) : v_(std::move(e)) {}  // NOLINT(google-explicit-constructor)
+  Result(Error e) : v_(std::move(e)) {}             // NOLINT(google-explicit-constructor)
 
   bool has_value() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return has_value(); }

@@ -7,9 +7,9 @@
 namespace headroom {
 
 enum class UtcFormat {
-  kDateTime,     // "2026-12-02 14:03:11 UTC"
-  kClock,        // "14:03:11 UTC"
-  kIsoMillis,    // "2026-12-02T14:03:11.123Z"
+  kDateTime,   // "2026-12-02 14:03:11 UTC"
+  kClock,      // "14:03:11 UTC"
+  kIsoMillis,  // "2026-12-02T14:03:11.123Z"
 };
 
 // `unix_ms`: milliseconds since the epoch. A time the C library cannot break down is "?".

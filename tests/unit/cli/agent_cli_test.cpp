@@ -38,8 +38,8 @@ TEST(AgentCli, CheckConfigAcceptsAGoodFileAndFlagsWin) {
 
 TEST(AgentCli, EachBadKeyOrValueIsOneClearLineAndExitCode2) {
   struct Case {
-    std::string file;                 // config text ("" = no file)
-    std::vector<std::string> flags;   // extra flags
+    std::string file;                // config text ("" = no file)
+    std::vector<std::string> flags;  // extra flags
     std::vector<std::string> must_name;
   };
   std::vector<Case> cases = {
@@ -70,7 +70,8 @@ TEST(AgentCli, EachBadKeyOrValueIsOneClearLineAndExitCode2) {
     std::string what = c.file + " " + (c.flags.empty() ? "" : c.flags[0]);
     EXPECT_EQ(r.exit_code, 2) << what << ": " << r.err;
     EXPECT_EQ(lines(r.err), 1u) << what << ": " << r.err;
-    for (const auto& n : c.must_name) EXPECT_NE(r.err.find(n), std::string::npos) << what << " must name " << n << ": " << r.err;
+    for (const auto& n : c.must_name)
+      EXPECT_NE(r.err.find(n), std::string::npos) << what << " must name " << n << ": " << r.err;
   }
   auto missing = runCommand({HEADROOM_BINARY, "agent", "--check-config", "--config", "/nonexistent/agent.toml"});
   EXPECT_EQ(missing.exit_code, 2);

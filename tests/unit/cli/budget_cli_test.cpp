@@ -93,8 +93,8 @@ class FakeAgent {
         paths_.push_back(path);
       }
       std::string resp = fmt::format(
-          "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", status_,
-          body_.size(), body_);
+          "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+          status_, body_.size(), body_);
       (void)!::write(c, resp.data(), resp.size());
       ::close(c);
     }
@@ -122,8 +122,13 @@ struct Host {
     return v;
   }
   std::vector<std::string> local(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args = {"--local", "--cgroup", "/proving/prover", "--role-rule", "prover=comm:cuzk",
-                                     "--state-file", t.root() + "/state/budget.json"};
+    std::vector<std::string> args = {"--local",
+                                     "--cgroup",
+                                     "/proving/prover",
+                                     "--role-rule",
+                                     "prover=comm:cuzk",
+                                     "--state-file",
+                                     t.root() + "/state/budget.json"};
     args.insert(args.end(), extra.begin(), extra.end());
     return cmd(args);
   }
@@ -175,7 +180,8 @@ TEST(BudgetCli, FormatsAreOneLineEach) {
   EXPECT_EQ(std::stoull(m[2]), BudgetPolicy{}.margin_floor);
   EXPECT_GE(std::stoull(m[3]), 1u);
   // Shell-safe: a shell that evaluates the line gets exactly those values.
-  auto sh = runCommand({"/bin/sh", "-c", "eval \"$0\"; echo \"$HEADROOM_BUDGET_BYTES/$HEADROOM_BUDGET_SOURCE\"", env.out});
+  auto sh =
+      runCommand({"/bin/sh", "-c", "eval \"$0\"; echo \"$HEADROOM_BUDGET_BYTES/$HEADROOM_BUDGET_SOURCE\"", env.out});
   EXPECT_EQ(sh.out, fmt::format("{}/local\n", bytes));
   auto json = runCommand(h.local({"--format", "json"}));
   ASSERT_EQ(json.exit_code, 0) << json.err;
@@ -227,8 +233,9 @@ TEST(BudgetCli, PolicyFlagsAndTheStateFileMoveTheMargin) {
 TEST(BudgetCli, NoAgentFallsBackToLocalAndSaysSoAtInfo) {
   Host h;
   std::uint64_t local = bytesOf(runCommand(h.local()));
-  std::vector<std::string> args = {"--agent", h.no_agent, "--cgroup", "/proving/prover", "--role-rule", "prover=comm:cuzk",
-                                   "--state-file", h.t.root() + "/state/budget.json"};
+  std::vector<std::string> args = {
+      "--agent",     h.no_agent,         "--cgroup",     "/proving/prover",
+      "--role-rule", "prover=comm:cuzk", "--state-file", h.t.root() + "/state/budget.json"};
   auto quiet = runCommand(h.cmd(args));
   EXPECT_EQ(bytesOf(quiet), local);
   EXPECT_TRUE(quiet.err.empty()) << quiet.err;
@@ -262,14 +269,17 @@ TEST(BudgetCli, TheCallersOwnCgroupByDefault) {
 
 TEST(BudgetCli, TheAgentAnswersFirst) {
   Host h;
-  nlohmann::json doc = {{"budget_bytes", 5 * kGiB}, {"margin_bytes", 2 * kGiB}, {"generation", 42}, {"cgroup", "/proving/prover"},
+  nlohmann::json doc = {{"budget_bytes", 5 * kGiB},
+                        {"margin_bytes", 2 * kGiB},
+                        {"generation", 42},
+                        {"cgroup", "/proving/prover"},
                         {"valid", true}};
   FakeAgent agent(200, doc.dump());
   auto r = runCommand(h.cmd({"--agent", agent.url() + "/", "--format", "env"}, "info"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out,
-            fmt::format("HEADROOM_BUDGET_BYTES={} HEADROOM_MARGIN_BYTES={} HEADROOM_BUDGET_GENERATION=42 HEADROOM_BUDGET_SOURCE=agent\n",
-                        5 * kGiB, 2 * kGiB));
+  EXPECT_EQ(r.out, fmt::format("HEADROOM_BUDGET_BYTES={} HEADROOM_MARGIN_BYTES={} HEADROOM_BUDGET_GENERATION=42 "
+                               "HEADROOM_BUDGET_SOURCE=agent\n",
+                               5 * kGiB, 2 * kGiB));
   EXPECT_NE(r.err.find("from the agent"), std::string::npos) << r.err;
   ASSERT_FALSE(agent.paths().empty());
   EXPECT_EQ(agent.paths().front(), "/v1/budget");
@@ -281,8 +291,9 @@ TEST(BudgetCli, TheAgentAnswersFirst) {
   EXPECT_EQ(j["source"], "agent");
   // The agent budgets for another cgroup than the one asked about: computed here instead.
   std::uint64_t local = bytesOf(runCommand(h.local()));
-  auto other = runCommand(h.cmd({"--agent", agent.url(), "--cgroup", "/proving/curio", "--role-rule", "prover=comm:curio",
-                                 "--state-file", h.t.root() + "/state/curio.json", "--format", "json"}));
+  auto other =
+      runCommand(h.cmd({"--agent", agent.url(), "--cgroup", "/proving/curio", "--role-rule", "prover=comm:curio",
+                        "--state-file", h.t.root() + "/state/curio.json", "--format", "json"}));
   ASSERT_EQ(other.exit_code, 0) << other.err;
   EXPECT_EQ(nlohmann::json::parse(other.out)["source"], "local");
   EXPECT_EQ(nlohmann::json::parse(other.out)["cgroup"], "/proving/curio");
@@ -296,16 +307,20 @@ TEST(BudgetCli, TheAgentAnswersFirst) {
 // computed here, with less history, would hand out what it refused.
 TEST(BudgetCli, AnAgentThatFindsNoRoomIsTheLastWord) {
   Host h;
-  FakeAgent agent(503, R"({"error":"no budget for /proving/prover: no room: 64 MiB under /proving","cgroup":"/proving/prover","decision":{"valid":false}})");
-  std::vector<std::string> args = {"--agent", agent.url(), "--cgroup", "/proving/prover", "--role-rule", "prover=comm:cuzk",
-                                   "--state-file", h.t.root() + "/state/budget.json"};
+  FakeAgent agent(
+      503,
+      R"({"error":"no budget for /proving/prover: no room: 64 MiB under /proving","cgroup":"/proving/prover","decision":{"valid":false}})");
+  std::vector<std::string> args = {
+      "--agent",     agent.url(),        "--cgroup",     "/proving/prover",
+      "--role-rule", "prover=comm:cuzk", "--state-file", h.t.root() + "/state/budget.json"};
   ASSERT_GT(bytesOf(runCommand(h.local())), 0u) << "a local budget exists, so a fallback would have printed one";
   auto r = runCommand(h.cmd(args));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_NE(r.err.find("no room: 64 MiB under /proving"), std::string::npos) << r.err;
   // The same refusal for another cgroup than the one asked about is not an answer for this one.
-  FakeAgent other(503, R"({"error":"no budget for /proving/curio: no room","cgroup":"/proving/curio","decision":{"valid":false}})");
+  FakeAgent other(
+      503, R"({"error":"no budget for /proving/curio: no room","cgroup":"/proving/curio","decision":{"valid":false}})");
   args[1] = other.url();
   EXPECT_EQ(bytesOf(runCommand(h.cmd(args))), bytesOf(runCommand(h.local())));
 }
@@ -313,8 +328,9 @@ TEST(BudgetCli, AnAgentThatFindsNoRoomIsTheLastWord) {
 TEST(BudgetCli, AnAgentWithoutABudgetIsNotTheLastWord) {
   Host h;
   FakeAgent agent(503, R"({"error":"no prover to budget for: add a role rule"})");
-  std::vector<std::string> args = {"--agent", agent.url(), "--cgroup", "/proving/prover", "--role-rule", "prover=comm:cuzk",
-                                   "--state-file", h.t.root() + "/state/budget.json"};
+  std::vector<std::string> args = {
+      "--agent",     agent.url(),        "--cgroup",     "/proving/prover",
+      "--role-rule", "prover=comm:cuzk", "--state-file", h.t.root() + "/state/budget.json"};
   auto r = runCommand(h.cmd(args, "info"));
   EXPECT_EQ(bytesOf(r), bytesOf(runCommand(h.local())));
   EXPECT_NE(r.err.find("no prover to budget for"), std::string::npos) << r.err;
@@ -372,7 +388,8 @@ TEST(BudgetCli, TheAgentsBudgetFlagsComeFromTheConfigTable) {
   EXPECT_NE(cgroup.out.find("budget for /prover.slice\n"), std::string::npos) << cgroup.out;
   auto none = runCommand({HEADROOM_BINARY, "agent", "--check-config"});
   EXPECT_NE(none.out.find("budget none (no prover rule, no budget.cgroup)"), std::string::npos) << none.out;
-  auto off = runCommand({HEADROOM_BINARY, "agent", "--check-config", "--budget.enabled", "false", "--budget.cgroup", "/x"});
+  auto off =
+      runCommand({HEADROOM_BINARY, "agent", "--check-config", "--budget.enabled", "false", "--budget.cgroup", "/x"});
   EXPECT_NE(off.out.find("budget off"), std::string::npos) << off.out;
   auto bad = runCommand({HEADROOM_BINARY, "agent", "--check-config", "--budget.margin-growth", "0.5"});
   EXPECT_EQ(bad.exit_code, 2);

@@ -12,10 +12,10 @@
 namespace headroom {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using cli::PolicyFlags;
 using cli::policyFromFlags;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 constexpr std::uint64_t kGiB = 1ULL << 30;

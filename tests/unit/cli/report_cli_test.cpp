@@ -57,10 +57,19 @@ json record(int id, double age, int pid, const std::string& comm) {
                       {"parts", {{"anon", anon}, {"pagetables", 8 * kMiB}}},
                       {"self_reported_bytes", nullptr}});
   }
-  json victim = {{"pid", pid},           {"tgid", pid},         {"comm", comm},           {"uid", 0},
-                 {"oom_score_adj", 0},   {"cgroup", "/jobs/prover"}, {"total_vm_bytes", 900 * kMiB},
-                 {"anon_rss_bytes", 240 * kMiB}, {"file_rss_bytes", 0}, {"shmem_rss_bytes", 0},
-                 {"pgtables_bytes", 8 * kMiB},   {"swap_bytes", 0},     {"kill_skipped", false}};
+  json victim = {{"pid", pid},
+                 {"tgid", pid},
+                 {"comm", comm},
+                 {"uid", 0},
+                 {"oom_score_adj", 0},
+                 {"cgroup", "/jobs/prover"},
+                 {"total_vm_bytes", 900 * kMiB},
+                 {"anon_rss_bytes", 240 * kMiB},
+                 {"file_rss_bytes", 0},
+                 {"shmem_rss_bytes", 0},
+                 {"pgtables_bytes", 8 * kMiB},
+                 {"swap_bytes", 0},
+                 {"kill_skipped", false}};
   return {{"version", 1},
           {"id", id},
           {"time", t},
@@ -71,17 +80,31 @@ json record(int id, double age, int pid, const std::string& comm) {
             {"victims", json::array({victim})},
             {"trigger", {{"pid", pid}, {"tgid", pid}, {"comm", comm}, {"cgroup", "/jobs/prover"}}},
             {"constraint", "CONSTRAINT_MEMCG"},
-            {"oom_domain", {{"cgroup", "/jobs/prover"}, {"global", false}, {"limit_bytes", 256 * kMiB}, {"usage_bytes", 255 * kMiB}}},
-            {"tasks", json::array({{{"pid", pid}, {"uid", 0}, {"tgid", pid}, {"total_vm_bytes", 900 * kMiB},
-                                    {"rss_bytes", 240 * kMiB}, {"rss_anon_bytes", 240 * kMiB}, {"rss_file_bytes", 0},
-                                    {"rss_shmem_bytes", 0}, {"pgtables_bytes", 8 * kMiB}, {"swap_bytes", 0},
-                                    {"oom_score_adj", 0}, {"name", comm}}})},
+            {"oom_domain",
+             {{"cgroup", "/jobs/prover"}, {"global", false}, {"limit_bytes", 256 * kMiB}, {"usage_bytes", 255 * kMiB}}},
+            {"tasks", json::array({{{"pid", pid},
+                                    {"uid", 0},
+                                    {"tgid", pid},
+                                    {"total_vm_bytes", 900 * kMiB},
+                                    {"rss_bytes", 240 * kMiB},
+                                    {"rss_anon_bytes", 240 * kMiB},
+                                    {"rss_file_bytes", 0},
+                                    {"rss_shmem_bytes", 0},
+                                    {"pgtables_bytes", 8 * kMiB},
+                                    {"swap_bytes", 0},
+                                    {"oom_score_adj", 0},
+                                    {"name", comm}}})},
             {"sources", {{"bpf", true}, {"kmsg", true}}},
             {"reap_start_ns", nullptr},
             {"reap_finish_ns", nullptr}}},
           {"cgroup", nullptr},
           {"processes", json::array()},
-          {"budget", {{"budget_bytes", 200 * kMiB}, {"margin_bytes", 16 * kMiB}, {"generation", 1}, {"reason", "test"}, {"margin_source", "floor"}}},
+          {"budget",
+           {{"budget_bytes", 200 * kMiB},
+            {"margin_bytes", 16 * kMiB},
+            {"generation", 1},
+            {"reason", "test"},
+            {"margin_source", "floor"}}},
           {"self_reported_bytes", 200 * kMiB},
           {"charged_bytes", 255 * kMiB},
           {"sensors", json::array({{{"name", "oom"}, {"state", "active"}, {"reason", ""}}})},
@@ -148,11 +171,13 @@ TEST_F(ReportCli, DefaultIsTheLatestKill) {
   auto r = report({});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
-  EXPECT_TRUE(contains(r.out, "pid 303 (cuzk-three) was OOM-killed in /jobs/prover, which was at 255 MiB of its 256 MiB limit"))
+  EXPECT_TRUE(
+      contains(r.out, "pid 303 (cuzk-three) was OOM-killed in /jobs/prover, which was at 255 MiB of its 256 MiB limit"))
       << r.out;
   EXPECT_FALSE(contains(r.out, "cuzk-two")) << r.out;
-  for (const char* part : {"BREAKDOWN", "WHO HELD WHAT AT THE KILL", "WHAT GREW", "BUDGET",
-                           "the prover believed it used 200 MiB; the kernel charged 255 MiB: 55.0 MiB beyond what it saw"}) {
+  for (const char* part :
+       {"BREAKDOWN", "WHO HELD WHAT AT THE KILL", "WHAT GREW", "BUDGET",
+        "the prover believed it used 200 MiB; the kernel charged 255 MiB: 55.0 MiB beyond what it saw"}) {
     EXPECT_TRUE(contains(r.out, part)) << part << "\n" << r.out;
   }
 }
@@ -254,7 +279,8 @@ TEST_F(ReportCli, ADamagedMiddleRecordIsSkippedAndNamed) {
   EXPECT_EQ(lines(r.out), 3u) << r.out;
   EXPECT_TRUE(contains(r.out, "cuzk-one") && contains(r.out, "cuzk-three")) << r.out;
   EXPECT_EQ(lines(r.err), 1u) << r.err;
-  EXPECT_TRUE(contains(r.err, "skipped a damaged record at byte " + std::to_string(first.size()) + " of " + journal_)) << r.err;
+  EXPECT_TRUE(contains(r.err, "skipped a damaged record at byte " + std::to_string(first.size()) + " of " + journal_))
+      << r.err;
   auto latest = report({});
   EXPECT_EQ(latest.exit_code, 0) << latest.err;
   EXPECT_TRUE(contains(latest.out, "cuzk-three"));
@@ -275,7 +301,8 @@ TEST(ReportCliJournal, MissingOrEmptyJournal) {
   auto r = runCommand({HEADROOM_BINARY, "report", "--journal", path});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_TRUE(contains(r.err, "no journal at " + path + " (the agent writes it on the first OOM kill; --journal to read another)"))
+  EXPECT_TRUE(contains(
+      r.err, "no journal at " + path + " (the agent writes it on the first OOM kill; --journal to read another)"))
       << r.err;
   writeFile(path, "");
   auto empty = runCommand({HEADROOM_BINARY, "report", "--journal", path, "--list"});

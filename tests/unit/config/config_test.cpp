@@ -249,9 +249,9 @@ exit_ring_bytes = "2 MiB"
 
 TEST(ConfigErrors, UnknownKeys) {
   EXPECT_TRUE(rejects("intreval = \"5s\"\n", {"unknown key \"intreval\"", "known at the top level: listen, interval",
-                                               "[sensors]", "did you mean \"interval\""}));
+                                              "[sensors]", "did you mean \"interval\""}));
   EXPECT_TRUE(rejects("[sensors]\nbfp = true\n", {"unknown key \"sensors.bfp\"", "known in [sensors]: bpf, kmsg",
-                                                   "did you mean \"sensors.bpf\""}));
+                                                  "did you mean \"sensors.bpf\""}));
   EXPECT_TRUE(rejects("bpf = false\n", {"unknown key \"bpf\"", "did you mean \"sensors.bpf\""}));
   EXPECT_TRUE(rejects("[metrics]\ntop = 3\n", {"unknown key \"metrics.top\"", "known in [metrics]: top_processes"}));
   EXPECT_TRUE(rejects("[sensors.tracepoints]\nfaults = \"x\"\n", {"unknown key \"sensors.tracepoints\""}));
@@ -285,8 +285,9 @@ TEST(ConfigErrors, WrongTypes) {
 }
 
 TEST(ConfigErrors, Sizes) {
-  EXPECT_TRUE(rejects("[sensors]\noom_ring_bytes = 1000\n",
-                      {"/x.toml: sensors.oom_ring_bytes = 1000: must be a power of two, at least 4096 (e.g. \"256KiB\")"}));
+  EXPECT_TRUE(
+      rejects("[sensors]\noom_ring_bytes = 1000\n",
+              {"/x.toml: sensors.oom_ring_bytes = 1000: must be a power of two, at least 4096 (e.g. \"256KiB\")"}));
   EXPECT_TRUE(rejects("[sensors]\noom_ring_bytes = 12288\n", {"oom_ring_bytes = 12288", "power of two"}));
   EXPECT_TRUE(rejects("[sensors]\nexit_ring_bytes = 2048\n", {"exit_ring_bytes = 2048", "at least 4096"}));
   EXPECT_TRUE(rejects("[sensors]\nexit_ring_bytes = \"2GiB\"\n", {"exit_ring_bytes = \"2GiB\"", "at most 1GiB"}));
@@ -310,14 +311,16 @@ TEST(ConfigErrors, Durations) {
 TEST(ConfigErrors, ListenAddresses) {
   EXPECT_TRUE(rejects("listen = \"127.0.0.1\"\n", {"listen = \"127.0.0.1\"", "no port", "ADDR:PORT"}));
   EXPECT_TRUE(rejects("listen = \"127.0.0.1:70000\"\n", {"listen = \"127.0.0.1:70000\"", "\"70000\"", "0 to 65535"}));
-  EXPECT_TRUE(rejects("listen = \"%%garbage%%:80\"\n", {"listen = \"%%garbage%%:80\"", "not an IP address or host name"}));
+  EXPECT_TRUE(
+      rejects("listen = \"%%garbage%%:80\"\n", {"listen = \"%%garbage%%:80\"", "not an IP address or host name"}));
   EXPECT_TRUE(rejects("listen = \"::1:9464\"\n", {"listen = \"::1:9464\"", "in brackets"}));
 }
 
 TEST(ConfigErrors, RoleRulesPathsAndEnums) {
   EXPECT_TRUE(rejects("[roles]\nrules = [\"prover=comm:cuzk\", \"bogus\"]\n",
                       {"roles.rules[1] = \"bogus\"", "ROLE=KIND:VALUE"}));
-  EXPECT_TRUE(rejects("[roles]\nrules = [\"boss=comm:x\"]\n", {"roles.rules[0] = \"boss=comm:x\"", "prover, colocated, system"}));
+  EXPECT_TRUE(rejects("[roles]\nrules = [\"boss=comm:x\"]\n",
+                      {"roles.rules[0] = \"boss=comm:x\"", "prover, colocated, system"}));
   EXPECT_TRUE(rejects("[sensors]\ncuda_libraries = [\"lib/libcuda.so.1\"]\n",
                       {"sensors.cuda_libraries[0] = \"lib/libcuda.so.1\"", "must be an absolute path"}));
   EXPECT_TRUE(rejects("[sensors]\ncuda_runtime_targets = [\"\"]\n",
@@ -340,7 +343,8 @@ TEST(ConfigErrors, Budget) {
   EXPECT_TRUE(rejects("[budget]\nclean_period = \"0s\"\n", {"budget.clean_period = \"0s\"", "must be positive"}));
   EXPECT_TRUE(rejects("[budget]\nprobe_max_age = \"soon\"\n", {"budget.probe_max_age = \"soon\"", "not a duration"}));
   EXPECT_TRUE(rejects("[budget]\ngrowth_window = -5\n", {"budget.growth_window = -5", "negative"}));
-  EXPECT_TRUE(rejects("[budget]\nstate_file = \"state.json\"\n", {"budget.state_file = \"state.json\"", "absolute path"}));
+  EXPECT_TRUE(
+      rejects("[budget]\nstate_file = \"state.json\"\n", {"budget.state_file = \"state.json\"", "absolute path"}));
   EXPECT_TRUE(rejects("[budget]\nfile = 5\n", {"budget.file = 5", "absolute path"}));
   EXPECT_TRUE(rejects("[budget]\ncgroup = 7\n", {"budget.cgroup = 7", "cgroup path"}));
   EXPECT_TRUE(rejects("[budget]\nenabled = \"yes\"\n", {"budget.enabled = \"yes\"", "boolean"}));
@@ -371,12 +375,15 @@ TEST(ConfigFlags, BudgetKeys) {
   EXPECT_EQ(keyNamed("budget.margin_floor").flag, "--budget.margin-floor");
   EXPECT_EQ(keyNamed("budget.give_back_after").kind, "count");
   EXPECT_EQ(keyNamed("budget.margin_growth").kind, "number");
-  EXPECT_NE(keyNamed("budget.margin_floor").help.find("default 1GiB"), std::string::npos) << keyNamed("budget.margin_floor").help;
-  EXPECT_NE(keyNamed("budget.clean_period").help.find("default 1h"), std::string::npos) << keyNamed("budget.clean_period").help;
+  EXPECT_NE(keyNamed("budget.margin_floor").help.find("default 1GiB"), std::string::npos)
+      << keyNamed("budget.margin_floor").help;
+  EXPECT_NE(keyNamed("budget.clean_period").help.find("default 1h"), std::string::npos)
+      << keyNamed("budget.clean_period").help;
 
   EXPECT_TRUE(flagRejects("budget.margin_growth", {"0.5"}, {"--budget.margin-growth 0.5: must be between 1 and 100"}));
   EXPECT_TRUE(flagRejects("budget.overhead_factor", {"x"}, {"--budget.overhead-factor x", "must be a number"}));
-  EXPECT_TRUE(flagRejects("budget.margin_floor", {"16 parsecs"}, {"--budget.margin-floor \"16 parsecs\"", "not a size"}));
+  EXPECT_TRUE(
+      flagRejects("budget.margin_floor", {"16 parsecs"}, {"--budget.margin-floor \"16 parsecs\"", "not a size"}));
   EXPECT_TRUE(flagRejects("budget.clean_period", {"0"}, {"--budget.clean-period 0", "must be positive"}));
   EXPECT_TRUE(flagRejects("budget.file", {"budget.txt"}, {"--budget.file budget.txt", "absolute path"}));
   // Nothing changes on error.
@@ -405,7 +412,8 @@ TEST(ConfigLoad, ReadsAFileAndNamesItInErrors) {
   std::string path = tree.root() + "/etc/agent.toml";
   auto bad = loadAgentConfig(path);
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().message, path + ": sensors.oom_ring_bytes = 1000: must be a power of two, at least 4096 (e.g. \"256KiB\")");
+  EXPECT_EQ(bad.error().message,
+            path + ": sensors.oom_ring_bytes = 1000: must be a power of two, at least 4096 (e.g. \"256KiB\")");
   auto good = loadAgentConfig(tree.root() + "/etc/good.toml");
   ASSERT_TRUE(good) << good.error().describe();
   EXPECT_EQ(good->interval, milliseconds(10000));
@@ -504,17 +512,52 @@ TEST(ConfigKeys, FlagsAreUniqueAndMechanical) {
 }
 
 TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
-  const std::set<std::string> expected = {
-      "listen", "interval", "cgroups", "smaps", "max_processes", "log_format", "log_level", "roles.rules",
-      "sensors.bpf", "sensors.kmsg", "sensors.faults", "sensors.mmap", "sensors.rss", "sensors.cuda",
-      "sensors.cuda_libraries", "sensors.cuda_runtime_targets", "sensors.oom_ring_bytes", "sensors.exit_ring_bytes",
-      "sensors.max_processes", "sensors.max_cuda_allocations", "sensors.max_tracked_cgroups",
-      "metrics.top_processes", "metrics.max_cgroups", "metrics.max_series", "metrics.recent_ooms",
-      "probe.enabled", "probe.min_interval", "probe.cgroup", "budget.enabled", "budget.cgroup", "budget.margin_floor",
-      "budget.margin_growth", "budget.margin_step", "budget.overhead_factor", "budget.give_back_after",
-      "budget.clean_period", "budget.growth_window", "budget.probe_max_age", "budget.hysteresis", "budget.state_file",
-      "budget.file", "journal.enabled", "journal.path", "journal.max_bytes", "journal.flight_window",
-      "prover.self_report"};
+  const std::set<std::string> expected = {"listen",
+                                          "interval",
+                                          "cgroups",
+                                          "smaps",
+                                          "max_processes",
+                                          "log_format",
+                                          "log_level",
+                                          "roles.rules",
+                                          "sensors.bpf",
+                                          "sensors.kmsg",
+                                          "sensors.faults",
+                                          "sensors.mmap",
+                                          "sensors.rss",
+                                          "sensors.cuda",
+                                          "sensors.cuda_libraries",
+                                          "sensors.cuda_runtime_targets",
+                                          "sensors.oom_ring_bytes",
+                                          "sensors.exit_ring_bytes",
+                                          "sensors.max_processes",
+                                          "sensors.max_cuda_allocations",
+                                          "sensors.max_tracked_cgroups",
+                                          "metrics.top_processes",
+                                          "metrics.max_cgroups",
+                                          "metrics.max_series",
+                                          "metrics.recent_ooms",
+                                          "probe.enabled",
+                                          "probe.min_interval",
+                                          "probe.cgroup",
+                                          "budget.enabled",
+                                          "budget.cgroup",
+                                          "budget.margin_floor",
+                                          "budget.margin_growth",
+                                          "budget.margin_step",
+                                          "budget.overhead_factor",
+                                          "budget.give_back_after",
+                                          "budget.clean_period",
+                                          "budget.growth_window",
+                                          "budget.probe_max_age",
+                                          "budget.hysteresis",
+                                          "budget.state_file",
+                                          "budget.file",
+                                          "journal.enabled",
+                                          "journal.path",
+                                          "journal.max_bytes",
+                                          "journal.flight_window",
+                                          "prover.self_report"};
   std::set<std::string> got;
   for (const ConfigKey& k : configKeys()) {
     got.insert(k.name);

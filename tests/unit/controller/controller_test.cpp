@@ -177,8 +177,8 @@ TEST(BudgetController, NeighboursAreInUsageAndNotSubtractedAgain) {
   // A neighbour holding 8 GiB under the shared limit is already in its usage: the room is
   // limit - usage + reclaimable and nothing more comes off for it while it does not grow.
   BudgetController c(BudgetPolicy{});
-  BudgetDecision d = c.decide(
-      inputsAt(kSec, 30 * kGiB, {bound("/proving", "limit", 48 * kGiB, 40 * kGiB, 2 * kGiB, 8 * kGiB)}));
+  BudgetDecision d =
+      c.decide(inputsAt(kSec, 30 * kGiB, {bound("/proving", "limit", 48 * kGiB, 40 * kGiB, 2 * kGiB, 8 * kGiB)}));
   EXPECT_EQ(d.room, 10 * kGiB);
   EXPECT_EQ(d.budget, 39 * kGiB) << "30 + 10 - 1";
 }
@@ -335,8 +335,8 @@ TEST(BudgetController, NoBoundAtAllIsInvalid) {
 TEST(BudgetController, ExactlyTheMarginLeftIsNoRoom) {
   BudgetController c(BudgetPolicy{});
   // usage 0.5 GiB + room 0.5 GiB - margin 1 GiB = 0: nothing for the prover.
-  BudgetDecision d = c.decide(
-      inputsAt(kSec, 512 * kMiB, {bound("/prover", "limit", 4 * kGiB, 4 * kGiB - 512 * kMiB, 0, 3 * kGiB)}));
+  BudgetDecision d =
+      c.decide(inputsAt(kSec, 512 * kMiB, {bound("/prover", "limit", 4 * kGiB, 4 * kGiB - 512 * kMiB, 0, 3 * kGiB)}));
   EXPECT_FALSE(d.valid);
   EXPECT_EQ(d.budget, 0u);
 }
@@ -538,7 +538,8 @@ TEST(BudgetController, TheBudgetInForceOutlivesATickWithoutRoom) {
   ASSERT_TRUE(ok.valid);
   // The cgroup is full (20 GiB used, nothing reclaimable) and the prover's own part of it is
   // less than the 1 GiB margin: no room at all.
-  BudgetDecision none = c.decide(inputsAt(105 * kSec, 512 * kMiB, {bound("/prover", "limit", 20 * kGiB, 20 * kGiB, 0, 0)}));
+  BudgetDecision none =
+      c.decide(inputsAt(105 * kSec, 512 * kMiB, {bound("/prover", "limit", 20 * kGiB, 20 * kGiB, 0, 0)}));
   ASSERT_FALSE(none.valid) << none.reason;
   ASSERT_TRUE(c.last().has_value());
   EXPECT_FALSE(c.last()->valid);
@@ -554,10 +555,10 @@ TEST(BudgetController, OomKillTakesTheLargestMeasureOfTheOverhead) {
   BudgetController c(BudgetPolicy{});
   c.decide(simple());
   KillEvidence k = oomKill();
-  k.pinned = 1 * kGiB;                                   // 1 GiB outside RSS
-  k.budget = 40 * kGiB;                                  // 2 GiB over the budget
+  k.pinned = 1 * kGiB;   // 1 GiB outside RSS
+  k.budget = 40 * kGiB;  // 2 GiB over the budget
   k.charge = 42 * kGiB;
-  k.self_reported = 39 * kGiB + 512 * kMiB;              // 2.5 GiB the prover did not see
+  k.self_reported = 39 * kGiB + 512 * kMiB;  // 2.5 GiB the prover did not see
   MarginChange m = c.onOomKill(k);
   EXPECT_EQ(m.after, 3 * kGiB + 768 * kMiB) << "1.5 x 2.5 GiB";
   EXPECT_THAT(m.reason, HasSubstr("believed"));
@@ -782,7 +783,8 @@ ControllerState sampleState() {
   k.page_tables = 600 * kMiB;
   k.kernel = 900 * kMiB;
   s.last_kill = k;
-  s.history = {MarginChange{1 * kGiB, 2 * kGiB, "first"}, MarginChange{2 * kGiB, 3 * kGiB + 7, "second, with\nnewline"}};
+  s.history = {MarginChange{1 * kGiB, 2 * kGiB, "first"},
+               MarginChange{2 * kGiB, 3 * kGiB + 7, "second, with\nnewline"}};
   return s;
 }
 
@@ -909,8 +911,7 @@ TEST(ControllerState, WrongTypesAndMissingFieldsNameTheField) {
   expectError(mutated([](nlohmann::json& j) { j.erase("last_kill"); }), {"last_kill", "missing"});
   expectError(mutated([](nlohmann::json& j) { j["last_kill"] = 5; }), {"last_kill", "not an object"});
   expectError(mutated([](nlohmann::json& j) { j["last_kill"]["what"] = 5; }), {"last_kill.what", "not a string"});
-  expectError(mutated([](nlohmann::json& j) { j["last_kill"]["prover_victim"] = "yes"; }),
-              {"last_kill.prover_victim"});
+  expectError(mutated([](nlohmann::json& j) { j["last_kill"]["prover_victim"] = "yes"; }), {"last_kill.prover_victim"});
   expectError(mutated([](nlohmann::json& j) { j["last_kill"]["time_ns"] = "soon"; }), {"last_kill.time_ns"});
   expectError(mutated([](nlohmann::json& j) { j["last_kill"].erase("charge_bytes"); }),
               {"last_kill.charge_bytes", "missing"});
@@ -932,12 +933,13 @@ TEST(ControllerState, AnAbsentSelfReportedFigureIsAccepted) {
 }
 
 TEST(ControllerState, ALongHistoryInAFileKeepsTheNewest) {
-  auto r = parseState(mutated([](nlohmann::json& j) {
-                        j["history"] = nlohmann::json::array();
-                        for (int i = 0; i < 40; ++i)
-                          j["history"].push_back({{"before_bytes", i}, {"after_bytes", i + 1}, {"reason", std::to_string(i)}});
-                      }),
-                      "mem");
+  auto r = parseState(
+      mutated([](nlohmann::json& j) {
+        j["history"] = nlohmann::json::array();
+        for (int i = 0; i < 40; ++i)
+          j["history"].push_back({{"before_bytes", i}, {"after_bytes", i + 1}, {"reason", std::to_string(i)}});
+      }),
+      "mem");
   ASSERT_TRUE(r) << r.error().describe();
   ASSERT_EQ(r->history.size(), ControllerState::kHistory);
   EXPECT_EQ(r->history.front().reason, "8");

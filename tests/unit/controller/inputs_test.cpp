@@ -7,18 +7,18 @@
 #include <functional>
 #include <set>
 
-#include "headroom/sources/collector.h"
 #include "headroom/controller/controller.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeProcess;
 using testing::FixtureTree;
+using ::testing::HasSubstr;
 
 constexpr std::uint64_t kKiB = 1ULL << 10;
 constexpr std::uint64_t kMiB = 1ULL << 20;

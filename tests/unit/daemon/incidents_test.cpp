@@ -12,8 +12,8 @@
 namespace headroom {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FixtureTree;
+using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 

@@ -17,8 +17,8 @@
 namespace headroom {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FixtureTree;
+using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 constexpr std::uint64_t kGiB = 1ULL << 30;

@@ -1,5 +1,5 @@
-#include "headroom/controller/budget_document.h"
 #include "headroom/exporter/exporter.h"
+#include "headroom/controller/budget_document.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/sources/collector.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {
@@ -99,7 +99,7 @@ bool parseSampleLine(std::string_view line, Sample& out) {
         }
       }
       if (i >= line.size()) return false;
-      ++i;  // closing quote
+      ++i;                                                         // closing quote
       if (!out.labels.emplace(label, value).second) return false;  // a label twice
       if (i < line.size() && line[i] == ',') ++i;
     }
@@ -199,8 +199,8 @@ Snapshot manyProcesses(std::size_t n) {
   CgroupSnapshot c = syntheticCgroup("/jobs", 0);
   for (std::size_t i = 0; i < n; ++i) {
     const Role role = i % 2 == 0 ? Role::kProver : Role::kSystem;
-    s.processes.push_back(syntheticProcess(static_cast<pid_t>(i + 1), fmt::format("w{}", i), role, "/jobs",
-                                           (i + 1) * 4096));
+    s.processes.push_back(
+        syntheticProcess(static_cast<pid_t>(i + 1), fmt::format("w{}", i), role, "/jobs", (i + 1) * 4096));
     c.processes.push_back(i);
     c.memory.usage += (i + 1) * 4096;
   }
@@ -362,7 +362,8 @@ TEST(ExporterRender, FixtureCgroupsAndProcesses) {
             256.0 * kMiB);
 
   // Processes: labels {cgroup, role, process}, the attributed (deepest) cgroup.
-  const std::map<std::string, std::string> cuzk = {{"cgroup", "/proving/prover"}, {"role", "prover"}, {"process", "cuzk"}};
+  const std::map<std::string, std::string> cuzk = {
+      {"cgroup", "/proving/prover"}, {"role", "prover"}, {"process", "cuzk"}};
   auto with = [](std::map<std::string, std::string> l, const char* k, const char* v) {
     l[k] = v;
     return l;
@@ -374,7 +375,8 @@ TEST(ExporterRender, FixtureCgroupsAndProcesses) {
   EXPECT_EQ(e.get("headroom_process_group_size", cuzk), 1.0);
   EXPECT_EQ(e.get("headroom_process_page_faults_total", with(cuzk, "kind", "minor")), 10.0);
   EXPECT_FALSE(e.get("headroom_process_device_bytes", cuzk)) << "no CUDA sensor data: no series";
-  const std::map<std::string, std::string> curio = {{"cgroup", "/proving/curio"}, {"role", "colocated"}, {"process", "curio"}};
+  const std::map<std::string, std::string> curio = {
+      {"cgroup", "/proving/curio"}, {"role", "colocated"}, {"process", "curio"}};
   EXPECT_EQ(e.get("headroom_process_rss_bytes", with(curio, "kind", "shmem")), 256.0 * kMiB);
   const std::map<std::string, std::string> sshd = {{"cgroup", "/"}, {"role", "system"}, {"process", "sshd"}};
   EXPECT_EQ(e.get("headroom_process_rss_bytes", with(sshd, "kind", "anon")), 4.0 * kMiB);
@@ -531,7 +533,8 @@ TEST(ExporterCardinality, TopProcessesPerRoleRestIsOther) {
   for (const Sample* smp : e.all("headroom_process_rss_bytes")) rss_by_role[lbl(*smp, "role")] += smp->value;
   ASSERT_EQ(names_by_role.size(), 2u);
   double want_rss[2] = {0, 0};  // prover, system
-  for (const ProcessSnapshot& p : s.processes) want_rss[p.role == Role::kProver ? 0 : 1] += static_cast<double>(p.attribution.rss);
+  for (const ProcessSnapshot& p : s.processes)
+    want_rss[p.role == Role::kProver ? 0 : 1] += static_cast<double>(p.attribution.rss);
   for (const auto& [role, names] : names_by_role) {
     EXPECT_EQ(names.size(), limits.top_processes + 1) << role << ": the top ones and \"other\"";
     EXPECT_TRUE(names.contains("other")) << role;
@@ -633,7 +636,8 @@ TEST(ExporterCardinality, OomLabelSetsAreCapped) {
   EXPECT_EQ(kills[K("other", "prover", "other")], 101.0);
   EXPECT_EQ(kills[K("other", "system", "other")], 2.0);
   EXPECT_EQ(kills.size(), 5u);
-  EXPECT_EQ(e.get("headroom_oom_kill_last_timestamp_seconds", {{"cgroup", "other"}, {"role", "system"}, {"process", "other"}}),
+  EXPECT_EQ(e.get("headroom_oom_kill_last_timestamp_seconds",
+                  {{"cgroup", "other"}, {"role", "system"}, {"process", "other"}}),
             16.0);
   // Counted for the agent's lifetime: still there after more updates.
   ex.update(Snapshot{}, {}, {});
@@ -672,8 +676,10 @@ TEST(ExporterBudget, GaugesFollowTheDecisionAndGoWhenCleared) {
   EXPECT_EQ(e.get("headroom_budget_bytes", cg), static_cast<double>(d.budget));
   EXPECT_EQ(e.get("headroom_margin_bytes", cg), static_cast<double>(d.margin));
   EXPECT_EQ(e.get("headroom_budget_generation", cg), static_cast<double>(d.generation));
-  EXPECT_EQ(e.get("headroom_budget_margin_changes_total", {{"cgroup", "/proving/prover"}, {"reason", "oom_kill"}}), 2.0);
-  EXPECT_EQ(e.get("headroom_budget_margin_changes_total", {{"cgroup", "/proving/prover"}, {"reason", "give_back"}}), 1.0);
+  EXPECT_EQ(e.get("headroom_budget_margin_changes_total", {{"cgroup", "/proving/prover"}, {"reason", "oom_kill"}}),
+            2.0);
+  EXPECT_EQ(e.get("headroom_budget_margin_changes_total", {{"cgroup", "/proving/prover"}, {"reason", "give_back"}}),
+            1.0);
 
   // No room: margin and generation stay visible, the budget has no series (not a budget of 0).
   BudgetDecision none = d;
@@ -713,7 +719,8 @@ TEST(ExporterBudget, MarginChangeLabelSetsAreCapped) {
   for (const Sample* s : e.all("headroom_budget_margin_changes_total")) total += s->value;
   EXPECT_EQ(total, 200.0) << "no change lost";
   EXPECT_LE(e.all("headroom_budget_margin_changes_total").size(), 65u);
-  EXPECT_GT(e.get("headroom_budget_margin_changes_total", {{"cgroup", "other"}, {"reason", "oom_kill"}}).value_or(0), 0.0);
+  EXPECT_GT(e.get("headroom_budget_margin_changes_total", {{"cgroup", "other"}, {"reason", "oom_kill"}}).value_or(0),
+            0.0);
 }
 
 TEST(BudgetJson, MirrorsTheDecisionItsInputsAndWhatWasLearned) {

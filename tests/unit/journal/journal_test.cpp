@@ -1,5 +1,5 @@
-#include "headroom/journal/flight_recorder.h"
 #include "headroom/journal/journal.h"
+#include "headroom/journal/flight_recorder.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -8,10 +8,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <gtest/gtest.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <sstream>
 
 namespace headroom {
@@ -46,20 +46,21 @@ void spit(const std::string& path, std::string_view bytes) {
 }
 
 json sample(int n) {
-  return {{"version", 1},
-          {"seq", n},
-          {"time", 1700000000.25 + n},
-          {"event", {{"victims", json::array({{{"pid", 100 + n}, {"comm", "cuzk"}}})}, {"constraint", "CONSTRAINT_MEMCG"}}},
-          {"note", "line one\nline two\ttabbed \"quoted\" é"},
-          {"budget", nullptr}};
+  return {
+      {"version", 1},
+      {"seq", n},
+      {"time", 1700000000.25 + n},
+      {"event", {{"victims", json::array({{{"pid", 100 + n}, {"comm", "cuzk"}}})}, {"constraint", "CONSTRAINT_MEMCG"}}},
+      {"note", "line one\nline two\ttabbed \"quoted\" é"},
+      {"budget", nullptr}};
 }
 
 // A frame with a given body, bypassing frameRecord, for damage that a writer would never make.
 std::string rawFrame(std::string_view body, std::optional<std::uint64_t> length = std::nullopt,
                      std::optional<std::uint32_t> crc = std::nullopt) {
   std::uint32_t c = crc ? *crc
-                        : static_cast<std::uint32_t>(::crc32(0, reinterpret_cast<const Bytef*>(body.data()),
-                                                             static_cast<uInt>(body.size())));
+                        : static_cast<std::uint32_t>(
+                              ::crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
   char hex[9];
   std::snprintf(hex, sizeof hex, "%08x", c);
   return "HRJ1 " + std::to_string(length.value_or(body.size())) + " " + hex + " " + std::string(body) + "\n";
@@ -84,7 +85,8 @@ TEST(JournalFraming, OneLineWithLengthAndCrcOfTheJson) {
   EXPECT_EQ(length, body.size());
   ASSERT_EQ(crc.size(), 8u);
   char expect[9];
-  std::snprintf(expect, sizeof expect, "%08lx", ::crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+  std::snprintf(expect, sizeof expect, "%08lx",
+                ::crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
   EXPECT_EQ(crc, expect);
   EXPECT_EQ(json::parse(body), rec);
   // Known answer: the body of that JSON string is the 11 bytes "\"123456789\"", whose
@@ -212,14 +214,17 @@ INSTANTIATE_TEST_SUITE_P(
                      return x;
                    },
                    "CRC mismatch"},
-        Corruption{"length_too_small", [](const std::string& f) { return rawFrame(body(f), body(f).size() - 3); }, "bad length"},
-        Corruption{"cut_short", [](const std::string& f) { return rawFrame(body(f), body(f).size() + 40); }, "truncated"},
+        Corruption{"length_too_small", [](const std::string& f) { return rawFrame(body(f), body(f).size() - 3); },
+                   "bad length"},
+        Corruption{"cut_short", [](const std::string& f) { return rawFrame(body(f), body(f).size() + 40); },
+                   "truncated"},
         Corruption{"not_json", [](const std::string&) { return rawFrame("{\"id\": 2, oops"); }, "not JSON"},
         Corruption{"not_an_object", [](const std::string&) { return rawFrame("[1,2,3]"); }, "not a JSON object"},
         Corruption{"bad_magic", [](const std::string& f) { return "XRJ1" + f.substr(4); }, "bad magic"},
         Corruption{"garbage", [](const std::string&) { return std::string("\x00\x00\x00garbage\n", 11); }, "bad magic"},
         Corruption{"empty_line", [](const std::string&) { return std::string("\n"); }, "empty line"},
-        Corruption{"bad_crc_field", [](const std::string& f) {
+        Corruption{"bad_crc_field",
+                   [](const std::string& f) {
                      std::string x = f;
                      x[x.find(' ', 5) + 1] = 'Z';
                      return x;
@@ -378,13 +383,13 @@ TEST(JournalWriter, IdsComeFromTopLevelIdsOfWholeRecordsOnly) {
   json one = sample(1), seven = sample(7), named = sample(8);
   one["id"] = 1;
   seven["id"] = 7;
-  seven["event"]["id"] = 99;                              // nested: not the record's id
-  seven["list"] = json::array({json{{"id", 1000}}});      // nor in an array
-  named["id"] = "twelve";                                 // not a number: no id
+  seven["event"]["id"] = 99;                          // nested: not the record's id
+  seven["list"] = json::array({json{{"id", 1000}}});  // nor in an array
+  named["id"] = "twelve";                             // not a number: no id
   json bad = sample(50);
   bad["id"] = 50;
   std::string bad_frame = frameRecord(bad);
-  bad_frame[bad_frame.size() - 3] ^= 0x01;                 // CRC mismatch: its id does not count
+  bad_frame[bad_frame.size() - 3] ^= 0x01;  // CRC mismatch: its id does not count
   spit(o.path, frameRecord(one) + rawFrame(R"({"id": 40, oops)") + rawFrame("[41]") + frameRecord(seven) +
                    frameRecord(named) + bad_frame);
   auto w = JournalWriter::open(o);

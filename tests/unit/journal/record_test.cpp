@@ -159,7 +159,8 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
 
   EXPECT_EQ(r["version"], 1);
   EXPECT_DOUBLE_EQ(r["time"].get<double>(), static_cast<double>(e.wall_time_ns) / 1e9);
-  EXPECT_EQ(r["host"], json({{"hostname", "prover-7"}, {"kernel", "6.8.0-45-generic"}, {"agent_version", "0.1.0+abc1234"}}));
+  EXPECT_EQ(r["host"],
+            json({{"hostname", "prover-7"}, {"kernel", "6.8.0-45-generic"}, {"agent_version", "0.1.0+abc1234"}}));
 
   // The event as /v1/ooms shows it, with every task of the kernel's dump.
   json ev = toJson(e);
@@ -176,7 +177,8 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
   const CgroupSnapshot* cg = snap->findCgroup("/proving");
   ASSERT_NE(cg, nullptr);
   const json& c = r["cgroup"];
-  EXPECT_EQ(keysOf(c), (std::set<std::string>{"path", "sampled_at", "memory", "attribution", "bounds", "tightest_bound"}));
+  EXPECT_EQ(keysOf(c),
+            (std::set<std::string>{"path", "sampled_at", "memory", "attribution", "bounds", "tightest_bound"}));
   EXPECT_EQ(c["path"], "/proving");
   EXPECT_DOUBLE_EQ(c["sampled_at"].get<double>(), static_cast<double>(snap->wall_time_ns) / 1e9);
   EXPECT_EQ(c["memory"], toJson(cg->memory));
@@ -213,10 +215,10 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
   EXPECT_EQ(r["processes"][1]["role"], "colocated");
 
   EXPECT_EQ(r["budget"], json({{"budget_bytes", 6 * kGiB},
-                                {"margin_bytes", kGiB},
-                                {"generation", 4},
-                                {"reason", "room 3 GiB under /proving"},
-                                {"margin_source", "floor"}}));
+                               {"margin_bytes", kGiB},
+                               {"generation", 4},
+                               {"reason", "room 3 GiB under /proving"},
+                               {"margin_source", "floor"}}));
   EXPECT_EQ(r["self_reported_bytes"], 5 * kGiB);
   EXPECT_EQ(r["charged_bytes"], 8 * kGiB - 4096) << "the kernel's figure for the domain at the kill";
   EXPECT_EQ(r["sensors"], json::parse(R"([{"name":"oom","state":"active","reason":"tp_btf/mark_victim"},

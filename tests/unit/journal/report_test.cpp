@@ -100,12 +100,13 @@ class RecordBuilder {
     a.unattributed = 0;
     a.notes = {"shmem split by PSS"};
     Bound b{path, limit, usage, 0};
-    cgroup_ = {{"path", path},           {"sampled_at", kKill - 1.0}, {"memory", toJson(m)},
-               {"attribution", toJson(a)}, {"bounds", {toJson(b)}},  {"tightest_bound", toJson(b)}};
+    cgroup_ = {{"path", path},          {"sampled_at", kKill - 1.0},  {"memory", toJson(m)}, {"attribution", toJson(a)},
+               {"bounds", {toJson(b)}}, {"tightest_bound", toJson(b)}};
     return *this;
   }
   RecordBuilder& process(Role role, pid_t pid, std::string comm, std::uint64_t rss, std::uint64_t pte,
-                         std::optional<std::uint64_t> pinned = std::nullopt, std::optional<std::uint64_t> device = std::nullopt) {
+                         std::optional<std::uint64_t> pinned = std::nullopt,
+                         std::optional<std::uint64_t> device = std::nullopt) {
     ProcessSnapshot p;
     p.sample.pid = pid;
     p.sample.comm = std::move(comm);
@@ -125,7 +126,8 @@ class RecordBuilder {
     return *this;
   }
   RecordBuilder& point(double before_kill, std::uint64_t usage, std::map<std::string, std::uint64_t> parts,
-                       std::optional<std::uint64_t> self = std::nullopt, std::optional<std::uint64_t> limit = 256 * kMiB) {
+                       std::optional<std::uint64_t> self = std::nullopt,
+                       std::optional<std::uint64_t> limit = 256 * kMiB) {
     json p = {{"time", kKill - before_kill},
               {"usage_bytes", usage},
               {"limit_bytes", limit ? json(*limit) : json(nullptr)},
@@ -309,7 +311,8 @@ struct Tick {
 };
 
 std::vector<Tick> yTicks(const std::string& svg) {
-  static const std::regex kTick(R"re(<text class="ytick" x="[0-9.]+" y="([0-9.]+)" dy="4" text-anchor="end">([^<]+)</text>)re");
+  static const std::regex kTick(
+      R"re(<text class="ytick" x="[0-9.]+" y="([0-9.]+)" dy="4" text-anchor="end">([^<]+)</text>)re");
   std::vector<Tick> out;
   for (auto it = std::sregex_iterator(svg.begin(), svg.end(), kTick); it != std::sregex_iterator(); ++it) {
     auto b = parseSize((*it)[2].str());
@@ -347,9 +350,10 @@ TEST(Sparkline, FlatSinglePointAndEmpty) {
 // ---- the summary ----
 
 TEST(ReportSummary, NamesVictimCgroupDomainUsageLimitAndTrigger) {
-  EXPECT_EQ(reportSummary(storyRecord()),
-            "pid 6467 (cuzk) was OOM-killed in /jobs/prover, which was at 255 MiB of its 256 MiB limit (OOM domain "
-            "/jobs/prover, CONSTRAINT_MEMCG); the allocation that failed was pid 6467 (cuzk)'s, at 2026-12-02 14:03:11 UTC.");
+  EXPECT_EQ(
+      reportSummary(storyRecord()),
+      "pid 6467 (cuzk) was OOM-killed in /jobs/prover, which was at 255 MiB of its 256 MiB limit (OOM domain "
+      "/jobs/prover, CONSTRAINT_MEMCG); the allocation that failed was pid 6467 (cuzk)'s, at 2026-12-02 14:03:11 UTC.");
 }
 
 TEST(ReportSummary, TheLimitIsTheDomainsNotTheVictimsSize) {
@@ -359,7 +363,10 @@ TEST(ReportSummary, TheLimitIsTheDomainsNotTheVictimsSize) {
       .trigger(7001, "curio", "/jobs/curio")
       .domain("/jobs", 1023 * kMiB, 1024 * kMiB);
   std::string s = reportSummary(b.build());
-  EXPECT_TRUE(contains(s, "pid 6467 (cuzk) was OOM-killed in /jobs/prover; its OOM domain /jobs was at 1023 MiB of its 1.00 GiB limit (CONSTRAINT_MEMCG)")) << s;
+  EXPECT_TRUE(contains(s,
+                       "pid 6467 (cuzk) was OOM-killed in /jobs/prover; its OOM domain /jobs was at 1023 MiB of its "
+                       "1.00 GiB limit (CONSTRAINT_MEMCG)"))
+      << s;
   EXPECT_TRUE(contains(s, "the allocation that failed was made by pid 7001 (curio) in /jobs/curio")) << s;
   EXPECT_FALSE(contains(s, "180 MiB")) << "the victim's own size is not the limit: " << s;
   EXPECT_FALSE(contains(s, "900 MiB")) << s;
@@ -367,15 +374,21 @@ TEST(ReportSummary, TheLimitIsTheDomainsNotTheVictimsSize) {
 
 TEST(ReportSummary, GlobalOomAndSeveralVictims) {
   RecordBuilder b;
-  b.victim(10, "a", "/x").victim(11, "b", "/x").trigger(12, "c", "/y").domain(std::nullopt, std::nullopt, std::nullopt, "CONSTRAINT_NONE");
+  b.victim(10, "a", "/x")
+      .victim(11, "b", "/x")
+      .trigger(12, "c", "/y")
+      .domain(std::nullopt, std::nullopt, std::nullopt, "CONSTRAINT_NONE");
   std::string s = reportSummary(b.build());
-  EXPECT_TRUE(contains(s, "pid 10 (a) and pid 11 (b) were OOM-killed in /x when the whole machine ran out of memory")) << s;
+  EXPECT_TRUE(contains(s, "pid 10 (a) and pid 11 (b) were OOM-killed in /x when the whole machine ran out of memory"))
+      << s;
   EXPECT_TRUE(contains(s, "machine-wide OOM, CONSTRAINT_NONE")) << s;
 }
 
 TEST(ReportSummary, FallsBackToTheLastSampleAndSaysSo) {
   RecordBuilder b;
-  b.victim(6467, "cuzk", "/jobs/prover").domain("/jobs/prover", std::nullopt, std::nullopt).cgroup("/jobs/prover", 250 * kMiB, 256 * kMiB);
+  b.victim(6467, "cuzk", "/jobs/prover")
+      .domain("/jobs/prover", std::nullopt, std::nullopt)
+      .cgroup("/jobs/prover", 250 * kMiB, 256 * kMiB);
   std::string s = reportSummary(b.build());
   EXPECT_TRUE(contains(s, "at 250 MiB of its 256 MiB limit as last sampled")) << s;
   EXPECT_TRUE(contains(s, "the task whose allocation failed is not known")) << s;
@@ -407,11 +420,14 @@ TEST(Report, WhoHeldWhatAtTheKillAndAtTheLastSample) {
   EXPECT_FALSE(contains(curio, "killed")) << curio;
   EXPECT_TRUE(contains(r, "2 tasks: RSS 244 MiB, page tables 5.00 MiB in all")) << r;
   std::string prover = lineStarting(r, "prover");
-  EXPECT_TRUE(contains(prover, "6467") && contains(prover, "64.0 MiB") && contains(prover, "2.00 GiB") && contains(prover, " no "))
+  EXPECT_TRUE(contains(prover, "6467") && contains(prover, "64.0 MiB") && contains(prover, "2.00 GiB") &&
+              contains(prover, " no "))
       << "pinned 64 MiB outside RSS, 2 GiB on the device: " << prover;
   EXPECT_TRUE(contains(lineStarting(r, "colocated"), "curio")) << r;
   // The victim's own figures, apart from the limit.
-  EXPECT_TRUE(contains(r, "KILLED  (the victim's own memory when the kernel chose it; the limit above is the OOM domain's)")) << r;
+  EXPECT_TRUE(
+      contains(r, "KILLED  (the victim's own memory when the kernel chose it; the limit above is the OOM domain's)"))
+      << r;
 }
 
 TEST(Report, WhatGrewHasASparklinePerComponentWithFirstLastAndChange) {
@@ -454,10 +470,13 @@ TEST(Report, BudgetSaysWhatTheProverBelievedAndWhatTheKernelCharged) {
   std::string budget = section(r, "BUDGET");
   EXPECT_TRUE(contains(budget, "budget 200 MiB, margin 16.0 MiB (margin from floor; generation 2)")) << budget;
   EXPECT_TRUE(contains(budget, "why: room 216 MiB under /jobs/prover, less the margin")) << budget;
-  EXPECT_TRUE(contains(budget, "the prover believed it used 200 MiB; the kernel charged 255 MiB: 55.0 MiB beyond what it saw"))
+  EXPECT_TRUE(
+      contains(budget, "the prover believed it used 200 MiB; the kernel charged 255 MiB: 55.0 MiB beyond what it saw"))
       << budget;
   EXPECT_TRUE(contains(budget, "the cgroup was charged 55.0 MiB beyond the budget")) << budget;
-  EXPECT_TRUE(contains(budget, "the invisible overhead at the last sample (45.0 MiB) was 29.0 MiB more than the margin")) << budget;
+  EXPECT_TRUE(
+      contains(budget, "the invisible overhead at the last sample (45.0 MiB) was 29.0 MiB more than the margin"))
+      << budget;
   EXPECT_TRUE(contains(budget, "budget + margin = 216 MiB of the 256 MiB limit of /jobs/prover")) << budget;
 }
 
@@ -487,7 +506,8 @@ TEST(Report, ACounterOnlyKillSaysItsSourceAndThatTheVictimIsInferred) {
   rec["event"]["counter"] = {{"cgroup", "/"}, {"kills", 1}};
   std::string killed = section(renderReport(rec), "KILLED");
   EXPECT_TRUE(contains(killed, "is inferred, not named by the kernel")) << killed;
-  EXPECT_TRUE(contains(killed, "told by the OOM-kill counter of / (+1; no BPF or /dev/kmsg to name the victim)")) << killed;
+  EXPECT_TRUE(contains(killed, "told by the OOM-kill counter of / (+1; no BPF or /dev/kmsg to name the victim)"))
+      << killed;
 }
 
 TEST(Report, WrongTypesAndGarbageNeverThrow) {
@@ -497,9 +517,13 @@ TEST(Report, WrongTypesAndGarbageNeverThrow) {
       json("text"),
       json::object(),
       {{"event", 5}, {"cgroup", json::array()}, {"processes", {{"x", 1}}}, {"flight", "nope"}, {"budget", 7}},
-      {{"event", {{"victims", {1, "x", nullptr, {{"pid", "six"}, {"comm", 9}}}}, {"oom_domain", {{"limit_bytes", -5}}},
-                  {"tasks", {nullptr, {{"rss_bytes", "big"}}}}, {"wall_time_ns", "soon"}}},
-       {"flight", {{"points", {nullptr, 3, {{"time", "x"}}, {{"time", 1e9}, {"parts", {{"anon", -1}, {"file", "f"}}}}}}}},
+      {{"event",
+        {{"victims", {1, "x", nullptr, {{"pid", "six"}, {"comm", 9}}}},
+         {"oom_domain", {{"limit_bytes", -5}}},
+         {"tasks", {nullptr, {{"rss_bytes", "big"}}}},
+         {"wall_time_ns", "soon"}}},
+       {"flight",
+        {{"points", {nullptr, 3, {{"time", "x"}}, {{"time", 1e9}, {"parts", {{"anon", -1}, {"file", "f"}}}}}}}},
        {"cgroup", {{"attribution", {{"parts", {nullptr, {{"kind", 3}}}}, {"notes", {1, nullptr}}}}}},
        {"self_reported_bytes", 1e300},
        {"charged_bytes", -1},
@@ -520,7 +544,9 @@ TEST(Report, ControlCharactersNeverReachTheTerminal) {
   RecordBuilder b;
   b.victim(1, "ev\x1b[2Jil\x07", "/c\x9b").domain("/c", 1, 2);
   json rec = b.build();
-  rec["event"]["victims"][0]["cgroup"] = "/c\xc2\x9b" "1m";
+  rec["event"]["victims"][0]["cgroup"] =
+      "/c\xc2\x9b"
+      "1m";
   std::string r = renderReport(rec);
   EXPECT_FALSE(contains(r, "\x1b")) << r;
   EXPECT_FALSE(contains(r, "\x07")) << r;
@@ -536,8 +562,9 @@ TEST(RecordList, OneLinePerRecordUnderAHeader) {
   std::string l = renderRecordList({a, b});
   EXPECT_EQ(std::count(l.begin(), l.end(), '\n'), 3);
   std::string first = lineStarting(l, "3");
-  EXPECT_TRUE(contains(first, "2026-12-02 14:03:11 UTC") && contains(first, "pid 6467 (cuzk)") && contains(first, "/jobs/prover") &&
-              contains(first, "255 MiB") && contains(first, "256 MiB") && contains(first, "CONSTRAINT_MEMCG"))
+  EXPECT_TRUE(contains(first, "2026-12-02 14:03:11 UTC") && contains(first, "pid 6467 (cuzk)") &&
+              contains(first, "/jobs/prover") && contains(first, "255 MiB") && contains(first, "256 MiB") &&
+              contains(first, "CONSTRAINT_MEMCG"))
       << first;
   EXPECT_TRUE(contains(lineStarting(l, "4"), "cuzk-2")) << l;
   EXPECT_TRUE(contains(l.substr(0, l.find('\n')), "TRIGGER")) << l;
@@ -553,7 +580,8 @@ TEST(ReportSvg, ParsesAsXmlWithTheLimitLineAtTheLimitAndTheKillMarked) {
   EXPECT_TRUE(contains(svg, "<title>pid 6467 (cuzk) was OOM-killed in /jobs/prover")) << "the summary is the title";
 
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(svg, m, std::regex(R"re(<line id="limit" x1="[0-9.]+" y1="([0-9.]+)" x2="[0-9.]+" y2="([0-9.]+)")re")))
+  ASSERT_TRUE(std::regex_search(
+      svg, m, std::regex(R"re(<line id="limit" x1="[0-9.]+" y1="([0-9.]+)" x2="[0-9.]+" y2="([0-9.]+)")re")))
       << svg;
   double ly = std::stod(m[1].str());
   EXPECT_EQ(m[1].str(), m[2].str()) << "horizontal";
@@ -561,14 +589,18 @@ TEST(ReportSvg, ParsesAsXmlWithTheLimitLineAtTheLimitAndTheKillMarked) {
   ASSERT_GE(ticks.size(), 2u) << svg;
   ASSERT_EQ(ticks.front().bytes, 0u);
   const Tick& top = ticks.back();
-  double expect = ticks.front().y + (top.y - ticks.front().y) * static_cast<double>(256 * kMiB) / static_cast<double>(top.bytes);
+  double expect =
+      ticks.front().y + (top.y - ticks.front().y) * static_cast<double>(256 * kMiB) / static_cast<double>(top.bytes);
   EXPECT_NEAR(ly, expect, 0.2) << "the limit line sits at 256 MiB on the axis";
   EXPECT_TRUE(contains(svg, ">limit 256 MiB (/jobs/prover)</text>")) << svg;
 
-  ASSERT_TRUE(std::regex_search(svg, m, std::regex(R"re(<line id="kill" x1="([0-9.]+)" y1="[0-9.]+" x2="([0-9.]+)")re"))) << svg;
+  ASSERT_TRUE(
+      std::regex_search(svg, m, std::regex(R"re(<line id="kill" x1="([0-9.]+)" y1="[0-9.]+" x2="([0-9.]+)")re")))
+      << svg;
   EXPECT_EQ(m[1].str(), m[2].str()) << "vertical";
   std::smatch zero;
-  ASSERT_TRUE(std::regex_search(svg, zero, std::regex(R"re(<text class="xtick" x="([0-9.]+)" y="[0-9.]+" text-anchor="middle">0</text>)re")));
+  ASSERT_TRUE(std::regex_search(
+      svg, zero, std::regex(R"re(<text class="xtick" x="([0-9.]+)" y="[0-9.]+" text-anchor="middle">0</text>)re")));
   EXPECT_EQ(m[1].str(), zero[1].str()) << "the kill is at 0 s";
   EXPECT_TRUE(contains(svg, "OOM kill of pid 6467 (cuzk) at 14:03:11 UTC")) << svg;
   // One area per part that held anything, and the legend names them.
@@ -582,7 +614,9 @@ TEST(ReportSvg, ParsesAsXmlWithTheLimitLineAtTheLimitAndTheKillMarked) {
 
 TEST(ReportSvg, EscapesCommsAndPaths) {
   RecordBuilder b;
-  b.victim(666, "<evil&\"proc>", "/jobs/<a&b>").trigger(666, "<evil&\"proc>", "/jobs/<a&b>").domain("/jobs/<a&b>", 9 * kMiB, 10 * kMiB);
+  b.victim(666, "<evil&\"proc>", "/jobs/<a&b>")
+      .trigger(666, "<evil&\"proc>", "/jobs/<a&b>")
+      .domain("/jobs/<a&b>", 9 * kMiB, 10 * kMiB);
   b.flightCgroup("/jobs/<a&b>").point(2, 9 * kMiB, {{"anon", 9 * kMiB}});
   std::string svg = renderReportSvg(b.build());
   expectWellFormed(svg);
@@ -593,11 +627,14 @@ TEST(ReportSvg, EscapesCommsAndPaths) {
 
 TEST(ReportSvg, ALimitHitHigherUpIsNamedAsTheDomains) {
   RecordBuilder b;
-  b.victim(6467, "cuzk", "/jobs/prover").domain("/jobs", 1023 * kMiB, 1024 * kMiB).point(5, 700 * kMiB, {{"anon", 700 * kMiB}});
+  b.victim(6467, "cuzk", "/jobs/prover")
+      .domain("/jobs", 1023 * kMiB, 1024 * kMiB)
+      .point(5, 700 * kMiB, {{"anon", 700 * kMiB}});
   std::string svg = renderReportSvg(b.build());
   expectWellFormed(svg);
   EXPECT_TRUE(contains(svg, ">limit 1.00 GiB (/jobs)</text>")) << svg;
-  EXPECT_TRUE(contains(svg, "the parts are /jobs/prover's; the limit and the kill's usage are its OOM domain /jobs's")) << svg;
+  EXPECT_TRUE(contains(svg, "the parts are /jobs/prover's; the limit and the kill's usage are its OOM domain /jobs's"))
+      << svg;
 }
 
 TEST(ReportSvg, EmptyFlightStillShowsTheLimitAndTheKill) {
@@ -617,7 +654,9 @@ TEST(ReportSvg, EmptyFlightStillShowsTheLimitAndTheKill) {
 
 TEST(ReportHtml, SelfContainedWithTheInlineSvgAndEverythingEscaped) {
   RecordBuilder b;
-  b.victim(666, "<evil&\"proc>", "/jobs/prover").domain("/jobs/prover", 255 * kMiB, 256 * kMiB).cgroup("/jobs/prover", 250 * kMiB, 256 * kMiB);
+  b.victim(666, "<evil&\"proc>", "/jobs/prover")
+      .domain("/jobs/prover", 255 * kMiB, 256 * kMiB)
+      .cgroup("/jobs/prover", 250 * kMiB, 256 * kMiB);
   b.process(Role::kProver, 666, "<evil&\"proc>", 200 * kMiB, 1 * kMiB).point(3, 250 * kMiB, {{"anon", 200 * kMiB}});
   std::string html = renderReportHtml(b.build());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
@@ -649,8 +688,8 @@ TEST(ParseSinceTime, IsoUtcUnixTimesAndAges) {
   EXPECT_EQ(*parseSinceTime("30m", now), now - 1800);
   EXPECT_EQ(*parseSinceTime(" 90s ", now), now - 90);
   EXPECT_EQ(*parseSinceTime("1.5d", now), now - 1.5 * 86400);
-  for (const char* bad : {"", "yesterday", "2h30", "-5m", "2026-13-01", "2026-02-30", "2026-12-02T25:00", "2026-12-02 14:00 CET",
-                          "12/02/2026", "1e", "m"}) {
+  for (const char* bad : {"", "yesterday", "2h30", "-5m", "2026-13-01", "2026-02-30", "2026-12-02T25:00",
+                          "2026-12-02 14:00 CET", "12/02/2026", "1e", "m"}) {
     auto r = parseSinceTime(bad, now);
     EXPECT_FALSE(r) << bad;
     if (!r && *bad) {

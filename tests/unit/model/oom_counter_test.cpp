@@ -19,7 +19,7 @@ struct Proc {
 
 struct Group {
   const char* path;
-  std::optional<std::uint64_t> local_kills;  // v2 memory.events.local / v1 oom_control
+  std::optional<std::uint64_t> local_kills;                // v2 memory.events.local / v1 oom_control
   std::optional<std::uint64_t> tree_kills = std::nullopt;  // v2 memory.events (hierarchical)
 };
 
@@ -60,8 +60,10 @@ std::shared_ptr<const Snapshot> sample(int version, std::int64_t t, const std::v
 
 TEST(OomCounterWatch, ARiseIsOneEventWithTheLargestGoneProcessAsItsInferredVictim) {
   OomCounterWatch w;
-  auto a = sample(2, 1000, {{"/ctr", 0}}, {{10, 1, "prover", "/ctr", 400 * kMiB}, {11, 1, "helper", "/ctr", 20 * kMiB},
-                                           {12, 1, "sidecar", "/ctr", 30 * kMiB}});
+  auto a = sample(2, 1000, {{"/ctr", 0}},
+                  {{10, 1, "prover", "/ctr", 400 * kMiB},
+                   {11, 1, "helper", "/ctr", 20 * kMiB},
+                   {12, 1, "sidecar", "/ctr", 30 * kMiB}});
   EXPECT_TRUE(w.update(nullptr, *a).empty()) << "the first sample is the baseline";
   // The prover and the helper are gone (the helper exited on its own); one kill counted.
   auto b = sample(2, 2000, {{"/ctr", 1}}, {{12, 1, "sidecar", "/ctr", 30 * kMiB}});

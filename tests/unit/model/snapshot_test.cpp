@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "headroom/sources/collector.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/model/snapshot_json.h"
+#include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

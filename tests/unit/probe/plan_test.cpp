@@ -147,7 +147,7 @@ TEST(ProbeReadings, V2BoundsHighAndEventsFromTheFiles) {
   std::vector<std::string> seen;
   for (const ProbeBound& b : r->bounds) seen.push_back(b.name + " " + b.kind);
   EXPECT_EQ(seen, (std::vector<std::string>{"/fleet/prover limit", "/fleet/prover memory.high", "/fleet limit",
-                                             "host MemAvailable"}));
+                                            "host MemAvailable"}));
   // memory.high, 2 GiB under its 16 GiB limit, is the tightest at 2 GiB of room.
   ProbeOptions o;
   ProbeDecision d = decideProbeStep(*r, *r, 0, o, 512ULL << 20);

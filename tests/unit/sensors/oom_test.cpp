@@ -3,8 +3,8 @@
 
 #include <csignal>
 
-#include "headroom/sources/kmsg.h"
 #include "headroom/sensors/oom_joiner.h"
+#include "headroom/sources/kmsg.h"
 
 namespace headroom {
 namespace {

@@ -121,8 +121,10 @@ TEST(CgroupProcs, ListsAPid) {
 void nodeTree(const FixtureTree& t, int version, std::string_view self_cgroup_line) {
   for (const char* path : {"/", "/kubepods.slice", "/kubepods.slice/pod-a", "/kubepods.slice/pod-a/agent.scope",
                            "/kubepods.slice/pod-b", "/kubepods.slice/pod-b/prover.scope", "/system.slice"}) {
-    if (version == 1) t.cgroupV1(path, 1 << 20, 1ULL << 30, 1 << 20, 0, 0, 0);
-    else if (std::string_view(path) != "/") t.cgroupV2(path, 1 << 20, "max", "anon 1048576\nfile 0\nshmem 0\n");
+    if (version == 1)
+      t.cgroupV1(path, 1 << 20, 1ULL << 30, 1 << 20, 0, 0, 0);
+    else if (std::string_view(path) != "/")
+      t.cgroupV2(path, 1 << 20, "max", "anon 1048576\nfile 0\nshmem 0\n");
     t.cgroupProcs(version, path, {});
   }
   t.cgroupProcs(version, "/", {1, 2});

@@ -169,7 +169,8 @@ TEST(ReadCgroupMemory, V2RootHasNoCurrentItsUsageIsItsStat) {
   FixtureTree t;
   t.mountV2();
   t.write("/sys/fs/cgroup/memory.stat", kV2Stat);
-  t.write("/sys/fs/cgroup/memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+  t.write("/sys/fs/cgroup/memory.pressure",
+          "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
   auto fs = t.fs();
   auto cg = readCgroupMemory(*fs.openDir("/sys/fs/cgroup"), 2, "/");
   ASSERT_TRUE(cg) << cg.error().describe();
@@ -180,8 +181,14 @@ TEST(ReadCgroupMemory, V2RootHasNoCurrentItsUsageIsItsStat) {
   EXPECT_TRUE(cg->warnings.empty());
   // Before 5.18 there is no "kernel" key: its parts are added up.
   StatMap old;
-  for (auto [k, v] : {std::pair{"anon", 100}, {"file", 50}, {"pagetables", 5}, {"slab_reclaimable", 3},
-                      {"slab_unreclaimable", 2}, {"kernel_stack", 1}, {"percpu", 1}, {"sock", 7}})
+  for (auto [k, v] : {std::pair{"anon", 100},
+                      {"file", 50},
+                      {"pagetables", 5},
+                      {"slab_reclaimable", 3},
+                      {"slab_unreclaimable", 2},
+                      {"kernel_stack", 1},
+                      {"percpu", 1},
+                      {"sock", 7}})
     old.set(k, static_cast<std::uint64_t>(v));
   EXPECT_EQ(v2RootUsage(old), 100u + 50 + 5 + 3 + 2 + 1 + 1 + 7);
   // A non-root v2 cgroup without memory.current is still an error.
@@ -209,8 +216,8 @@ TEST(ReadCgroupMemory, V2MaxEmptyGarbageAndMissingOptional) {
   FixtureTree t;
   t.mountV2();
   t.cgroupV2("/a", 1 << 20, "max", kV2Stat);
-  t.remove("/sys/fs/cgroup/a/memory.peak");            // kernels before 5.19
-  t.remove("/sys/fs/cgroup/a/memory.pressure");        // PSI off
+  t.remove("/sys/fs/cgroup/a/memory.peak");             // kernels before 5.19
+  t.remove("/sys/fs/cgroup/a/memory.pressure");         // PSI off
   t.write("/sys/fs/cgroup/a/memory.swap.current", "");  // empty: a warning, not a failure
   t.write("/sys/fs/cgroup/a/memory.high", "lots\n");    // garbage in an optional file
   auto fs = t.fs();

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "headroom/sources/collector.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {
@@ -97,7 +97,8 @@ TEST(Collector, V2TreeAndItsRootWithoutMemoryCurrent) {
   FixtureTree t;
   t.mountV2();
   t.meminfo();
-  t.write("/proc/pressure/memory", "some avg10=0.10 avg60=0.00 avg300=0.00 total=10\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=5\n");
+  t.write("/proc/pressure/memory",
+          "some avg10=0.10 avg60=0.00 avg300=0.00 total=10\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=5\n");
   t.write("/sys/fs/cgroup/memory.stat", "anon 1\n");  // the v2 root has no memory.current
   t.cgroupV2("/system.slice", 2 * kGiB, "max", "anon 1073741824\nfile 0\nshmem 0\n");
   t.cgroupV2("/system.slice/prover.service", 1 * kGiB, "2147483648", "anon 1073741824\nfile 0\nshmem 0\n");
@@ -177,8 +178,10 @@ void podOnANode(const FixtureTree& t, int version, std::string_view mount_root) 
   for (const Cg& c : {Cg{"/", 8 * kGiB}, Cg{"/kubepods.slice", 3 * kGiB}, Cg{"/kubepods.slice/pod-a", 64 * kMiB},
                       Cg{"/kubepods.slice/pod-a/agent.scope", 60 * kMiB}, Cg{"/kubepods.slice/pod-b", 2 * kGiB},
                       Cg{"/kubepods.slice/pod-b/prover.scope", 2 * kGiB}, Cg{"/system.slice", 512 * kMiB}}) {
-    if (version == 1) t.cgroupV1(c.path, c.usage, 16 * kGiB, c.usage, 0, 0, 0);
-    else if (std::string_view(c.path) != "/") t.cgroupV2(c.path, c.usage, "max", kPodStat);
+    if (version == 1)
+      t.cgroupV1(c.path, c.usage, 16 * kGiB, c.usage, 0, 0, 0);
+    else if (std::string_view(c.path) != "/")
+      t.cgroupV2(c.path, c.usage, "max", kPodStat);
     t.cgroupProcs(version, c.path, {});
   }
   if (version == 2) t.write("/sys/fs/cgroup/memory.stat", "anon 1\n");
@@ -204,7 +207,7 @@ void podOnANode(const FixtureTree& t, int version, std::string_view mount_root) 
 
 void expectPodAttribution(const RawSample& raw) {
   EXPECT_EQ(paths(raw), (std::vector<std::string>{"/kubepods.slice/pod-a/agent.scope",
-                                                   "/kubepods.slice/pod-b/prover.scope", "/system.slice"}));
+                                                  "/kubepods.slice/pod-b/prover.scope", "/system.slice"}));
   ASSERT_NE(findPid(raw, 500), nullptr);
   EXPECT_EQ(findPid(raw, 500)->memory_cgroup, "/kubepods.slice/pod-a/agent.scope");
   ASSERT_NE(findPid(raw, 600), nullptr);
@@ -405,7 +408,9 @@ void expectRealV2Kubepods(const std::string& tree) {
   EXPECT_EQ(names.back(), "host");
   EXPECT_NE(std::find(names.begin(), names.end(), "/kubepods.slice"), names.end());
   EXPECT_EQ(std::count_if(names.begin(), names.end(),
-                          [](const std::string& n) { return n.substr(n.rfind('/') + 1).rfind("kubepods-burstable-pod", 0) == 0; }),
+                          [](const std::string& n) {
+                            return n.substr(n.rfind('/') + 1).rfind("kubepods-burstable-pod", 0) == 0;
+                          }),
             1)
       << "the pod's slice";
   // The usage is the kernel's (memory.current), and its parts add up to it.

@@ -28,7 +28,8 @@ void expectProvenance(const fs::path& fixture, const fs::path& provenance) {
                                       << " (or, if written by hand, its name should start with handmade-)";
   std::string text = slurp(provenance);
   for (const char* key : {"kernel: ", "hierarchy: ", "date: ", "command: "})
-    EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << provenance << " names no " << key << "\n" << text;
+    EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << provenance << " names no " << key << "\n"
+                                                                     << text;
 }
 
 TEST(Fixtures, EveryRealCaptureHasItsProvenance) {

@@ -194,7 +194,9 @@ TEST(KmsgOom, CutShortReportIsAbandonedAndCounted) {
   EXPECT_FALSE(feed("6,2,2,-;Tasks state (memory values in pages):"));
   EXPECT_FALSE(feed("4,3,3,-;b invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0"));
   EXPECT_EQ(p.abandoned(), 1u);
-  auto r = feed("3,4,4,-;Out of memory: Killed process 5 (b) total-vm:4kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:4kB oom_score_adj:0");
+  auto r = feed(
+      "3,4,4,-;Out of memory: Killed process 5 (b) total-vm:4kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB, UID:0 "
+      "pgtables:4kB oom_score_adj:0");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->trigger_comm, "b");
   // Garbage in between is ignored; a "Killed process" with no report around it is not one.

@@ -62,7 +62,8 @@ TEST(ParseColonKbLines, ConvertsKbAndKeepsCounts) {
 }
 
 TEST(ParsePsi, SomeAndFull) {
-  auto p = parsePsi("some avg10=1.50 avg60=0.75 avg300=0.10 total=123456\nfull avg10=0.50 avg60=0.25 avg300=0.05 total=65432\n");
+  auto p = parsePsi(
+      "some avg10=1.50 avg60=0.75 avg300=0.10 total=123456\nfull avg10=0.50 avg60=0.25 avg300=0.05 total=65432\n");
   ASSERT_TRUE(p) << p.error().describe();
   EXPECT_DOUBLE_EQ(p->some.avg10, 1.5);
   EXPECT_EQ(p->some.total_us, 123456u);

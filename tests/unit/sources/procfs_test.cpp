@@ -37,8 +37,9 @@ TEST(ProcStatus, KernelThreadsAndTruncation) {
 }
 
 TEST(ProcStat, CommWithSpacesAndParentheses) {
-  auto s = parseProcStat("4242 (my (odd) prog) R 1 4242 4242 0 -1 4194304 1500 0 7 0 120 30 0 0 20 0 3 0 987654 "
-                         "100000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n");
+  auto s = parseProcStat(
+      "4242 (my (odd) prog) R 1 4242 4242 0 -1 4194304 1500 0 7 0 120 30 0 0 20 0 3 0 987654 "
+      "100000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n");
   ASSERT_TRUE(s) << s.error().describe();
   EXPECT_EQ(s->pid, 4242);
   EXPECT_EQ(s->comm, "my (odd) prog");
@@ -57,8 +58,9 @@ TEST(ProcStat, TruncatedOrGarbage) {
 }
 
 TEST(SmapsRollup, PssParts) {
-  auto r = parseSmapsRollup("00400000-7ffd ---p 00000000 00:00 0 [rollup]\nRss:   1780 kB\nPss:   771 kB\n"
-                            "Pss_Anon:  112 kB\nPss_File:  659 kB\nPss_Shmem: 0 kB\nLocked: 4 kB\n");
+  auto r = parseSmapsRollup(
+      "00400000-7ffd ---p 00000000 00:00 0 [rollup]\nRss:   1780 kB\nPss:   771 kB\n"
+      "Pss_Anon:  112 kB\nPss_File:  659 kB\nPss_Shmem: 0 kB\nLocked: 4 kB\n");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->pss, 771u * 1024);
   EXPECT_EQ(r->pss_file, 659u * 1024);
@@ -67,7 +69,10 @@ TEST(SmapsRollup, PssParts) {
 }
 
 TEST(Cmdline, NulSeparated) {
-  EXPECT_EQ(parseCmdline(std::string("cuzk\0--budget\0" "300GiB\0", 20)), "cuzk --budget 300GiB");
+  EXPECT_EQ(parseCmdline(std::string("cuzk\0--budget\0"
+                                     "300GiB\0",
+                                     20)),
+            "cuzk --budget 300GiB");
   EXPECT_EQ(parseCmdline(""), "");
 }
 
@@ -86,8 +91,9 @@ TEST(Meminfo, NamedFieldsAndHugetlb) {
 }
 
 TEST(Meminfo, OldKernelWithoutMemAvailableOrHugetlb) {
-  auto m = parseMeminfo("MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 10 kB\nCached: 200 kB\nShmem: 50 kB\n"
-                        "SReclaimable: 20 kB\nHugePages_Total: 2\nHugepagesize: 2048 kB\n");
+  auto m = parseMeminfo(
+      "MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 10 kB\nCached: 200 kB\nShmem: 50 kB\n"
+      "SReclaimable: 20 kB\nHugePages_Total: 2\nHugepagesize: 2048 kB\n");
   ASSERT_TRUE(m);
   EXPECT_TRUE(m->mem_available_estimated);
   EXPECT_EQ(m->mem_available, (100u + 200 + 10 + 20 - 50) * 1024);
@@ -166,8 +172,9 @@ TEST(ReadProcess, GarbageStatusIsAFailureNamingTheFile) {
 TEST(ReadProcess, KernelThreadsAndFilteredOnesAreNotRead) {
   FixtureTree t;
   t.write("/proc/2/cgroup", "0::/\n");
-  t.write("/proc/2/stat", "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 0 0 0 18446744073709551615 0 0 0 "
-                          "0 0 0 0 2147483647 0 0 0 0 17 0 0 0 0 0 0\n");
+  t.write("/proc/2/stat",
+          "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 0 0 0 18446744073709551615 0 0 0 "
+          "0 0 0 0 2147483647 0 0 0 0 17 0 0 0 0 0 0\n");
   t.write("/proc/2/status", "Name:\tkthreadd\nTgid:\t2\nPid:\t2\nPPid:\t0\nKthread:\t1\n");
   FakeProcess p;
   p.pid = 58;

@@ -15,8 +15,8 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr pid_t kChild = 100;
-constexpr int kKilled = SIGKILL;        // a wait status: killed by SIGKILL
-constexpr int kFailed = 1 << 8;         // exited(1)
+constexpr int kKilled = SIGKILL;  // a wait status: killed by SIGKILL
+constexpr int kFailed = 1 << 8;   // exited(1)
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
 AttemptEvidence evidence(int status) {

@@ -29,7 +29,7 @@ struct ProgramVariant {
 struct SensorSpec {
   const char* sensor;  // oom, exits, faults, mmap, rss, cuda
   AttachKind attach;
-  const char* tracepoint;  // kTpBtf: the default tracepoint (a config may point it elsewhere)
+  const char* tracepoint;                // kTpBtf: the default tracepoint (a config may point it elsewhere)
   std::vector<ProgramVariant> variants;  // kTpBtf: one is loaded
   std::vector<const char*> programs;     // loaded with the sensor, whatever the kernel
   // (program, tracepoint): loaded with the sensor when the kernel has that tracepoint, silently
