@@ -18,7 +18,7 @@
 #include "headroom/util/exit_codes.h"
 #include "headroom/util/files.h"
 #include "headroom/util/json.h"
-#include "headroom/util/time_format.h"
+#include "headroom/util/text.h"
 
 namespace headroom::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "headroom/cli/commands.h"
-#include "headroom/util/time_format.h"
+#include "headroom/util/text.h"
 #include "headroom/util/units.h"
 
 namespace headroom::cli {

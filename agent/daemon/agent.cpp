@@ -29,7 +29,6 @@
 #include "headroom/sources/self_report.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/logging.h"
-#include "headroom/util/warn_once.h"
 #include "headroom/version.h"
 
 namespace headroom {

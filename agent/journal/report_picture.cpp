@@ -14,7 +14,6 @@
 #include "headroom/model/snapshot.h"
 #include "headroom/sources/parse.h"
 #include "headroom/util/text.h"
-#include "headroom/util/time_format.h"
 #include "headroom/util/units.h"
 #include "report_parts.h"
 

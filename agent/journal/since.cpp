@@ -1,6 +1,7 @@
 // `headroom report --since`: a UTC date and time in the forms people type, a unix time, or an age.
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <optional>

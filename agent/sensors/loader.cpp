@@ -1,4 +1,4 @@
-// The loader: probe before load, open the object, set its rodata and map sizes, switch each
+// The loader: check what the kernel supports, open the object, set its rodata and map sizes, switch each
 // sensor's programs on or off (and pick the variant this kernel fits), load, and attach each
 // sensor's programs; what the kernel lacks or refuses degrades that sensor alone, and says so.
 // Driven by the program table (sensors/detail/program_table.h).
@@ -99,7 +99,7 @@ void Sensors::Impl::startBpf() {
   if (cfg.rss) enabled.insert("rss");
   if (cfg.cuda) enabled.insert("cuda");
 
-  // Probe before load: switch off what this kernel lacks, and say so.
+  // Before load: switch off what this kernel lacks, and say so.
   for (const SensorSpec& s : detail::sensorTable()) {
     if (!enabled.count(s.sensor)) continue;
     if (s.attach == AttachKind::kTpBtf) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "headroom.skel.h"
-#include "headroom/sensors/feature_probe.h"
+#include "headroom/sensors/kernel_support.h"
 #include "headroom/sensors/oom_joiner.h"
 #include "headroom/sensors/sensors.h"
 #include "headroom/sources/cgroup_index.h"

@@ -7,7 +7,7 @@
 #include <csignal>
 #include <thread>
 
-#include "headroom/sensors/feature_probe.h"
+#include "headroom/sensors/kernel_support.h"
 #include "testing/exit_counter.h"
 
 namespace headroom {

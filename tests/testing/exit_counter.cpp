@@ -7,7 +7,7 @@
 
 #include "exitcount.h"
 #include "exitcount.skel.h"
-#include "headroom/sensors/feature_probe.h"
+#include "headroom/sensors/kernel_support.h"
 #include "headroom/sensors/sensors.h"
 
 namespace headroom::testing {

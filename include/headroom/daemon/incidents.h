@@ -20,7 +20,7 @@
 #include "headroom/model/oom_counter.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/oom_event.h"
-#include "headroom/util/warn_once.h"
+#include "headroom/util/logging.h"
 
 namespace headroom {
 

@@ -18,7 +18,7 @@
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/oom_event.h"
-#include "headroom/util/warn_once.h"
+#include "headroom/util/logging.h"
 
 namespace headroom {
 

@@ -14,8 +14,6 @@
 #include <tuple>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "headroom/controller/controller.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"

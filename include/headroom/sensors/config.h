@@ -22,7 +22,7 @@ struct SensorsConfig {
   std::uint32_t max_processes = 16384;  // per-process counter maps (LRU)
   std::uint32_t max_cuda_allocations = 65536;
   std::uint32_t max_tracked_cgroups = 4096;
-  // CUDA: driver libraries (libcuda.so.1) to probe; empty: found automatically. Runtime
+  // CUDA: driver libraries (libcuda.so.1) to attach to; empty: found automatically. Runtime
   // targets: libcudart or binaries with the runtime linked in (optional second attach point).
   std::vector<std::string> cuda_libraries;
   std::vector<std::string> cuda_runtime_targets;

@@ -13,7 +13,14 @@
 namespace headroom {
 
 enum class SensorState { kActive, kDegraded, kOff };
-const char* toString(SensorState s);
+inline const char* toString(SensorState s) {
+  switch (s) {
+    case SensorState::kActive: return "active";
+    case SensorState::kDegraded: return "degraded";
+    case SensorState::kOff: return "off";
+  }
+  return "unknown";
+}
 
 struct SensorStatus {
   std::string name;  // oom, kmsg, exits, faults, mmap, rss, cuda

@@ -49,7 +49,7 @@ class Sensors {
 
   // Replaces the set of tracked cgroups (when the config filters by cgroup).
   Status trackCgroups(const std::vector<std::uint64_t>& ids);
-  // Attaches the CUDA probes to one more library or binary (absolute path).
+  // Attaches the CUDA uprobes to one more library or binary (absolute path).
   Status attachCuda(const std::string& path, bool runtime);
   // Looks for libcuda.so* in the maps of these processes and attaches to any new one.
   void discoverCuda(const std::vector<pid_t>& pids);

@@ -7,6 +7,8 @@
 
 namespace headroom {
 
-std::string dumpJson(const nlohmann::json& j, int indent = -1);
+inline std::string dumpJson(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace headroom

@@ -1,6 +1,6 @@
-// The sensors and their BPF programs, declared once: what the feature probe checks before load,
-// what the loader switches on and off, which variant fits this kernel, what it attaches, and which
-// sensor to blame when the kernel refuses a program.
+// The sensors and their BPF programs, declared once: what the kernel-support check tests before
+// load, what the loader switches on and off, which variant fits this kernel, what it attaches,
+// and which sensor to blame when the kernel refuses a program.
 #pragma once
 
 #include <array>
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/sensors/feature_probe.h"
+#include "headroom/sensors/kernel_support.h"
 
 namespace headroom::detail {
 

@@ -1,4 +1,4 @@
-// What this kernel and this process allow the sensors, probed before anything is loaded: the
+// What this kernel and this process allow the sensors, checked before anything is loaded: the
 // kernel's tracepoints and their signatures by BTF alone (no tracefs needed), tracefs for the
 // syscall tracepoints, and the reasons an attachment is refused.
 #pragma once

@@ -1,4 +1,4 @@
-#include "headroom/sensors/feature_probe.h"
+#include "headroom/sensors/kernel_support.h"
 
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
