@@ -28,7 +28,7 @@
 namespace headroom {
 namespace {
 
-using namespace config_detail;  // NOLINT(google-build-using-namespace): the configuration's own parts
+using namespace config_detail;  // the configuration's own parts
 
 // "sensors.oom_ring_bytes" -> "sensors"; "interval" -> "".
 std::string_view tableOf(std::string_view name) {

@@ -29,7 +29,7 @@
 namespace headroom {
 namespace {
 
-using namespace exporter_detail;  // NOLINT(google-build-using-namespace): the family names
+using namespace exporter_detail;  // the family names
 
 // The catalogue's entry for a family the code is about to fill: a name missing from it is a
 // programming error (asserted in debug builds; the family is left out otherwise).

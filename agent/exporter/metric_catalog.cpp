@@ -10,7 +10,7 @@
 namespace headroom {
 namespace {
 
-using namespace exporter_detail;  // NOLINT(google-build-using-namespace): the family names
+using namespace exporter_detail;  // the family names
 
 std::vector<MetricInfo> buildCatalog() {
   using L = std::vector<std::string>;

@@ -445,7 +445,7 @@ Doc buildDoc(const json& rec) {
 }  // namespace
 }  // namespace report_detail
 
-using namespace report_detail;  // NOLINT(google-build-using-namespace): the report's own parts
+using namespace report_detail;  // the report's own parts
 
 std::string sparkline(const std::vector<double>& values) {
   static constexpr std::array<const char*, 8> kBars = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};

@@ -14,6 +14,13 @@ inline constexpr int kExitNotPlaced = 126;   // run: the prover could not be pla
 inline constexpr int kExitNotStarted = 127;  // run: the prover could not be executed
 
 // Bad input 2; a command not placed 126, not started 127 (as a shell says them); anything else 1.
-int exitCodeFor(const Error& e);
+inline int exitCodeFor(const Error& e) {
+  switch (e.kind) {
+    case ErrorKind::kBadInput: return kExitBadInput;
+    case ErrorKind::kNotPlaced: return kExitNotPlaced;
+    case ErrorKind::kNotStarted: return kExitNotStarted;
+    default: return kExitFailure;
+  }
+}
 
 }  // namespace headroom

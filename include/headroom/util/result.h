@@ -25,10 +25,35 @@ enum class ErrorKind {
   kNotPlaced,     // a command could not be placed where it must run (its cgroup): a shell's 126
   kNotStarted,    // a command could not be executed: a shell's 127
 };
-const char* toString(ErrorKind k);
+inline const char* toString(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::kIo: return "io";
+    case ErrorKind::kBadInput: return "bad_input";
+    case ErrorKind::kBadData: return "bad_data";
+    case ErrorKind::kNotFound: return "not_found";
+    case ErrorKind::kNotPermitted: return "not_permitted";
+    case ErrorKind::kUnsupported: return "unsupported";
+    case ErrorKind::kUnavailable: return "unavailable";
+    case ErrorKind::kNotPlaced: return "not_placed";
+    case ErrorKind::kNotStarted: return "not_started";
+  }
+  return "?";
+}
 
 // The kind an errno value says: 0 (a content error) is bad data.
-ErrorKind kindOfErrno(int code);
+inline ErrorKind kindOfErrno(int code) {
+  switch (code) {
+    case 0: return ErrorKind::kBadData;
+    case ENOENT:
+    case ESRCH: return ErrorKind::kNotFound;
+    case EPERM:
+    case EACCES: return ErrorKind::kNotPermitted;
+    case ENOSYS:
+    case EOPNOTSUPP:
+    case ENODEV: return ErrorKind::kUnsupported;
+    default: return ErrorKind::kIo;
+  }
+}
 
 struct Error {
   ErrorKind kind = ErrorKind::kBadData;
