@@ -110,6 +110,9 @@ Flight readFlight(const json& rec);
 // At most `width` values: each column the largest of its bucket, so that a peak is never lost.
 std::vector<double> resample(const std::vector<double>& v, std::size_t width);
 
+// The report as a document: its sections in order (report_sections.cpp).
+Doc buildDoc(const json& rec);
+
 // The last minute before the kill as an SVG element: the parts stacked, the limit, the kill.
 std::string svgElement(const json& rec);
 
