@@ -5,12 +5,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "headroom/sources/parse.h"
 
 namespace headroom {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
+// The longest text of one kernel log record (PRINTKRB_RECORD_MAX less the prefix printk may add).
+constexpr std::size_t kLogLineLimit = 1024 - 32;
 
 std::optional<std::uint64_t> kbValue(std::string_view v) {
   // "65536kB"; without the unit the value was cut short and is not a number we trust.
@@ -152,7 +156,146 @@ std::optional<OomTaskDumpEntry> parseTaskRow(std::string_view msg, const std::ve
   return e;
 }
 
+// "usage 65536kB, limit 65536kB, failcnt 23" (after "memory: " / "memory+swap: " / "swap: " / "kmem: ").
+OomCounterLine parseCounterLine(std::string_view rest) {
+  OomCounterLine c;
+  auto f = splitFields(rest);
+  for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
+    std::string_view v = f[i + 1];
+    if (!v.empty() && v.back() == ',') v.remove_suffix(1);
+    if (f[i] == "usage")
+      c.usage = kbValue(v);
+    else if (f[i] == "limit")
+      c.limit = kbValue(v);
+    else if (f[i] == "failcnt") {
+      if (auto n = parseU64(v)) c.failcnt = *n;
+    }
+  }
+  return c;
+}
+
+// A figure of Mem-Info: "123kB" in bytes, or a bare number of pages.
+std::optional<std::uint64_t> pagesOrKb(std::string_view v) {
+  if (v.size() > 2 && (v.substr(v.size() - 2) == "kB" || v.substr(v.size() - 2) == "KB")) {
+    auto n = parseU64(v.substr(0, v.size() - 2));
+    if (!n) return std::nullopt;
+    return *n * 1024;
+  }
+  auto n = parseU64(v);
+  if (!n) return std::nullopt;
+  return *n * kPage;
+}
+
+// "key:value key:value ..." (a key may end its token and its value start the next one:
+// "shmem_thp: 0kB"); tokens that are not key:number are skipped ("all_unreclaimable? yes").
+void colonPairs(std::string_view line, StatMap& out) {
+  auto f = splitFields(line);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    std::string_view tok = f[i];
+    std::string_view key, value;
+    if (!tok.empty() && tok.back() == ':' && i + 1 < f.size()) {
+      key = tok.substr(0, tok.size() - 1);
+      value = f[++i];
+    } else {
+      auto colon = tok.find(':');
+      if (colon == std::string_view::npos || colon == 0) continue;
+      key = tok.substr(0, colon);
+      value = tok.substr(colon + 1);
+    }
+    if (auto v = pagesOrKb(value)) out.set(std::string(key), *v);
+  }
+}
+
+// "81 total pagecache pages" and the like: the number before `suffix`, in pages.
+std::optional<std::uint64_t> pagesBefore(std::string_view line, std::string_view suffix) {
+  if (line.size() <= suffix.size() || line.substr(line.size() - suffix.size()) != suffix) return std::nullopt;
+  auto n = parseU64(trim(line.substr(0, line.size() - suffix.size())));
+  if (!n) return std::nullopt;
+  return *n * kPage;
+}
+
+// "Free swap  = 0kB"
+std::optional<std::uint64_t> afterEquals(std::string_view line) {
+  auto eq = line.find('=');
+  if (eq == std::string_view::npos) return std::nullopt;
+  return kbValue(trim(line.substr(eq + 1)));
+}
+
+void parseMachineLine(std::string_view line, OomMachineState& m) {
+  line = trim(line);
+  if (line.empty() || line.rfind("lowmem_reserve[]", 0) == 0) return;
+  if (line.rfind("Node ", 0) == 0) {
+    auto f = splitFields(line);
+    if (f.size() < 3) return;
+    auto node = parseU64(f[1]);
+    if (!node) return;
+    std::string_view first = f[2];
+    if (first.rfind("hugepages_total=", 0) == 0) {
+      OomHugepages h;
+      h.node = static_cast<int>(*node);
+      for (std::size_t i = 2; i < f.size(); ++i) {
+        auto eq = f[i].find('=');
+        if (eq == std::string_view::npos) continue;
+        std::string_view k = f[i].substr(0, eq), v = f[i].substr(eq + 1);
+        if (k == "hugepages_size") {
+          h.page_bytes = kbValue(v).value_or(0);
+        } else if (auto n = parseU64(v)) {
+          if (k == "hugepages_total") h.total = *n;
+          if (k == "hugepages_free") h.free = *n;
+          if (k == "hugepages_surp") h.surplus = *n;
+        }
+      }
+      m.hugepages.push_back(h);
+      return;
+    }
+    // The node's summary ("Node 0 active_anon:16kB ..."); a zone's line ("Node 0 DMA free:...")
+    // and its free lists ("Node 0 DMA: 3*4kB ...") are not kept.
+    if (first.find(':') == std::string_view::npos || first.back() == ':') return;
+    StatMap node_stats;
+    auto at = line.find(first);
+    colonPairs(line.substr(at), node_stats);
+    m.nodes.emplace_back(static_cast<int>(*node), std::move(node_stats));
+    return;
+  }
+  if (auto v = pagesBefore(line, " total pagecache pages")) {
+    m.pagecache_bytes = v;
+  } else if (auto sc = pagesBefore(line, " pages in swap cache")) {
+    m.swap_cache_bytes = sc;
+  } else if (auto ram = pagesBefore(line, " pages RAM")) {
+    m.ram_bytes = ram;
+  } else if (auto res = pagesBefore(line, " pages reserved")) {
+    m.reserved_bytes = res;
+  } else if (line.rfind("Free swap", 0) == 0) {
+    m.swap_free_bytes = afterEquals(line);
+  } else if (line.rfind("Total swap", 0) == 0) {
+    m.swap_total_bytes = afterEquals(line);
+  } else if (line.find(" pages ") == std::string_view::npos) {
+    colonPairs(line, m.counters);  // "active_anon:4 inactive_anon:737181 ..." in pages
+  }
+}
+
+// "kmalloc-4k            123KB       456KB"
+void parseSlabLine(std::string_view line, std::vector<OomSlabCache>& out) {
+  auto f = splitFields(line);
+  if (f.size() < 3 || f[0] == "Name") return;
+  auto used = pagesOrKb(f[f.size() - 2]);
+  auto total = pagesOrKb(f[f.size() - 1]);
+  std::string_view u = f[f.size() - 2];
+  if (!used || !total || u.size() < 2 || (u.substr(u.size() - 2) != "KB" && u.substr(u.size() - 2) != "kB")) return;
+  std::string name;
+  for (std::size_t i = 0; i + 2 < f.size(); ++i) name += (name.empty() ? "" : " ") + std::string(f[i]);
+  out.push_back({std::move(name), *used, *total});
+}
+
 }  // namespace
+
+std::optional<std::uint64_t> OomMachineState::nodeSum(std::string_view key) const {
+  std::optional<std::uint64_t> sum;
+  for (const auto& [node, stats] : nodes) {
+    if (auto v = stats.get(key)) sum = sum.value_or(0) + *v;
+  }
+  return sum;
+}
 
 Result<KmsgRecord> parseKmsgRecord(std::string_view raw) {
   auto semi = raw.find(';');
@@ -182,7 +325,32 @@ Result<KmsgRecord> parseKmsgRecord(std::string_view raw) {
   return r;
 }
 
+void KmsgOomParser::feedLine(std::string_view line) {
+  KernelOomReport& r = *cur_;
+  switch (block_) {
+    case Block::kStats: {
+      // "key number"; a key alone or with a part of its number is the line the log cut (another
+      // driver's message in between has more words, and is not the block's).
+      auto f = splitFields(line);
+      if (f.empty() || f.size() > 2) return;
+      auto v = f.size() == 2 ? parseU64(f[1]) : Result<std::uint64_t>(makeError(0, "no value"));
+      if (v)
+        r.memcg->stats.set(std::string(f[0]), *v);
+      else
+        r.memcg->stats_cut = true;
+      return;
+    }
+    case Block::kMachine: parseMachineLine(line, *r.machine); return;
+    case Block::kSlab: parseSlabLine(line, r.machine->unreclaimable_slab); return;
+    case Block::kNone: return;
+  }
+}
+
 std::optional<KernelOomReport> KmsgOomParser::feed(const KmsgRecord& rec) {
+  // Records the log lost between two read: counted into the report they fall in.
+  std::uint64_t gap = last_seq_ && rec.seq > *last_seq_ + 1 ? rec.seq - *last_seq_ - 1 : 0;
+  last_seq_ = rec.seq;
+  if (rec.facility != 0) return std::nullopt;  // user space's, not the kernel's
   std::string_view msg = rec.message;
   auto invoked = msg.find(" invoked oom-killer: ");
   if (invoked != std::string_view::npos) {
@@ -191,6 +359,7 @@ std::optional<KernelOomReport> KmsgOomParser::feed(const KmsgRecord& rec) {
     group_armed_ = false;
     cur_ = KernelOomReport{};
     task_columns_.clear();
+    block_ = Block::kNone;
     cur_->first_seq = rec.seq;
     cur_->trigger_comm = std::string(msg.substr(0, invoked));
     for (auto [k, v] : commaPairs(msg.substr(invoked + 21))) {
@@ -222,6 +391,10 @@ std::optional<KernelOomReport> KmsgOomParser::feed(const KmsgRecord& rec) {
   }
   KernelOomReport& r = *cur_;
   r.last_seq = rec.seq;
+  r.lost_records += gap;
+  if (msg.rfind("Tasks state", 0) == 0 || msg.rfind("[  pid  ]", 0) == 0 || msg.rfind("oom-kill:", 0) == 0 ||
+      msg.find("Killed process ") != std::string_view::npos)
+    block_ = Block::kNone;  // the end of a block, even of one whose end the log lost
   if (msg.rfind("CPU: ", 0) == 0 && !r.trigger_pid) {
     // "CPU: 1 UID: 0 PID: 7060 Comm: x ..." (6.x) or "CPU: 1 PID: 7060 Comm: x ..."
     auto p = msg.find(" PID: ");
@@ -233,14 +406,45 @@ std::optional<KernelOomReport> KmsgOomParser::feed(const KmsgRecord& rec) {
     }
   } else if (msg.rfind("memory: usage ", 0) == 0) {
     // "memory: usage 65536kB, limit 65536kB, failcnt 23"
-    auto f = splitFields(msg.substr(14));
-    if (f.size() >= 5) {
-      std::string_view usage = f[0], limit = f[2], failcnt = f[4];
-      if (!usage.empty() && usage.back() == ',') usage.remove_suffix(1);
-      if (!limit.empty() && limit.back() == ',') limit.remove_suffix(1);
-      r.memcg_usage_bytes = kbValue(usage);
-      r.memcg_limit_bytes = kbValue(limit);
-      if (auto fc = parseU64(failcnt)) r.memcg_failcnt = *fc;
+    if (!r.memcg) r.memcg.emplace();
+    r.memcg->memory = parseCounterLine(msg.substr(8));
+    r.memcg_usage_bytes = r.memcg->memory.usage;
+    r.memcg_limit_bytes = r.memcg->memory.limit;
+    r.memcg_failcnt = r.memcg->memory.failcnt;
+  } else if (r.memcg && msg.rfind("memory+swap: usage ", 0) == 0) {
+    r.memcg->memsw = parseCounterLine(msg.substr(13));
+  } else if (r.memcg && msg.rfind("swap: usage ", 0) == 0) {
+    r.memcg->swap = parseCounterLine(msg.substr(6));
+  } else if (r.memcg && msg.rfind("kmem: usage ", 0) == 0) {
+    r.memcg->kmem = parseCounterLine(msg.substr(6));
+  } else if (msg.rfind("Memory cgroup stats for ", 0) == 0) {
+    if (!r.memcg) r.memcg.emplace();
+    std::string_view path = msg.substr(24);
+    if (!path.empty() && path.back() == ':') path.remove_suffix(1);
+    r.memcg->stats_cgroup = std::string(path);
+    block_ = Block::kStats;
+  } else if (msg.rfind("Mem-Info:", 0) == 0) {
+    r.machine.emplace();
+    block_ = Block::kMachine;
+  } else if (msg.rfind("Unreclaimable slab info:", 0) == 0) {
+    if (!r.machine) r.machine.emplace();
+    block_ = Block::kSlab;
+  } else if (block_ != Block::kNone) {
+    // One line a record, or (6.1) the whole block in one record with escaped newlines. Such a
+    // record at the log's line limit lost its end: its last line may be a number cut short, so
+    // it is not taken.
+    std::size_t escapes = 0;
+    for (auto at = msg.find("\\x"); at != std::string_view::npos; at = msg.find("\\x", at + 1)) ++escapes;
+    const bool at_limit = escapes > 0 && msg.size() - 3 * escapes >= kLogLineLimit;
+    for (std::string_view rest = msg;;) {
+      auto nl = rest.find("\\x0a");
+      if (nl == std::string_view::npos && at_limit) {
+        if (block_ == Block::kStats) r.memcg->stats_cut = true;
+        break;
+      }
+      feedLine(rest.substr(0, nl));
+      if (nl == std::string_view::npos) break;
+      rest.remove_prefix(nl + 4);
     }
   } else if (msg.rfind("[  pid  ]", 0) == 0) {
     task_columns_.clear();
@@ -260,6 +464,10 @@ std::optional<KernelOomReport> KmsgOomParser::feed(const KmsgRecord& rec) {
       group_->tasks.clear();
       group_armed_ = false;
       task_columns_.clear();
+      block_ = Block::kNone;
+      if (done.machine)
+        std::stable_sort(done.machine->unreclaimable_slab.begin(), done.machine->unreclaimable_slab.end(),
+                         [](const OomSlabCache& a, const OomSlabCache& b) { return a.total_bytes > b.total_bytes; });
       return done;
     }
   }

@@ -35,6 +35,13 @@ struct KernelOomReport {
   std::string gfp_mask;
   int order = 0;
   std::optional<std::uint64_t> memcg_usage_bytes, memcg_limit_bytes, memcg_failcnt;
+  // A memory cgroup OOM: the domain's counters and statistics at the kill.
+  std::optional<OomMemcgState> memcg;
+  // A global OOM: the machine's counters at the kill.
+  std::optional<OomMachineState> machine;
+  // Records of this report the log lost (overwritten before they were read): what is here is
+  // true, but parts may be missing.
+  std::uint64_t lost_records = 0;
   std::string constraint;
   std::optional<std::string> oom_memcg;   // the OOM domain (the cgroup at its limit)
   std::optional<std::string> task_memcg;  // the victim's cgroup
@@ -48,7 +55,9 @@ struct KernelOomReport {
 };
 
 // Feeds records one by one; returns a report when its "Killed process" line arrives. A report
-// cut short (a new one starts first) is dropped and counted.
+// cut short (a new one starts first) is dropped and counted. Records from user space (facility
+// other than the kernel's) are not part of any report; a record whose text holds escaped
+// newlines ("\x0a": 6.1 prints the statistics block and Mem-Info so) is read line by line.
 class KmsgOomParser {
  public:
   std::optional<KernelOomReport> feed(const KmsgRecord& rec);
@@ -59,7 +68,11 @@ class KmsgOomParser {
   std::optional<KernelOomReport> group_;  // the incident whose memory.oom.group kills follow
   bool group_armed_ = false;              // "... due to memory.oom.group set" was seen
   std::vector<std::string> task_columns_;
+  enum class Block { kNone, kStats, kMachine, kSlab };
+  Block block_ = Block::kNone;  // the multi-line block the report is in
+  std::optional<std::uint64_t> last_seq_;
   std::uint64_t abandoned_ = 0;
+  void feedLine(std::string_view line);
 };
 
 // Parses every record of a text dump (one record per line, as `cat /dev/kmsg` prints them).

@@ -7,8 +7,62 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "headroom/sources/parse.h"
 
 namespace headroom {
+
+// One "NAME: usage NkB, limit NkB, failcnt N" line of a memory cgroup's OOM report (memory,
+// memory+swap and kmem on cgroup v1; memory and swap on v2), in bytes.
+struct OomCounterLine {
+  std::optional<std::uint64_t> usage, limit, failcnt;
+};
+
+// The OOM domain's state as the kernel printed it at the kill: its counters and its statistics
+// block ("Memory cgroup stats for PATH:"; v1 keys on v1, memory.stat itself on v2), every key as
+// reported, in the kernel's order and unit (bytes, or counts for event keys).
+struct OomMemcgState {
+  OomCounterLine memory;
+  std::optional<OomCounterLine> memsw;  // v1 "memory+swap:"
+  std::optional<OomCounterLine> swap;   // v2 "swap:"
+  std::optional<OomCounterLine> kmem;   // v1 "kmem:"
+  std::string stats_cgroup;             // the path after "Memory cgroup stats for"
+  StatMap stats;
+  // A line of the block that was not "key number" (a record cut short by the log's line limit):
+  // the keys before it are whole, the ones after it are missing.
+  bool stats_cut = false;
+};
+
+// A node's hugepage pool ("Node 0 hugepages_total=0 hugepages_free=0 hugepages_surp=0
+// hugepages_size=2048kB"), counts of pages of that size.
+struct OomHugepages {
+  int node = 0;
+  std::uint64_t page_bytes = 0;
+  std::uint64_t total = 0, free = 0, surplus = 0;
+};
+
+// One line of "Unreclaimable slab info:" (printed at a global OOM when unreclaimable slab
+// outweighs the pages on the LRU lists).
+struct OomSlabCache {
+  std::string name;
+  std::uint64_t used_bytes = 0, total_bytes = 0;
+};
+
+// The machine at a global OOM ("Mem-Info:" and what follows it), in bytes.
+struct OomMachineState {
+  StatMap counters;                            // active_anon, inactive_anon, ..., free (pages -> bytes)
+  std::vector<std::pair<int, StatMap>> nodes;  // "Node N key:valuekB ..." per node
+  std::vector<OomHugepages> hugepages;
+  std::optional<std::uint64_t> pagecache_bytes;   // "N total pagecache pages"
+  std::optional<std::uint64_t> swap_cache_bytes;  // "N pages in swap cache"
+  std::optional<std::uint64_t> swap_free_bytes, swap_total_bytes;
+  std::optional<std::uint64_t> ram_bytes;        // "N pages RAM"
+  std::optional<std::uint64_t> reserved_bytes;   // "N pages reserved"
+  std::vector<OomSlabCache> unreclaimable_slab;  // largest first
+  // A node's sum of one key (kernel_stack is printed per node only).
+  std::optional<std::uint64_t> nodeSum(std::string_view key) const;
+};
 
 // One row of the kernel's task dump of the OOM domain ("Tasks state (memory values in pages)").
 struct OomTaskDumpEntry {

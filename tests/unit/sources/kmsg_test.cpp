@@ -4,7 +4,10 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "headroom/sources/kmsg.h"
+#include "headroom/sources/parse.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {
@@ -59,6 +62,19 @@ TEST(KmsgOom, Linux618MemcgV1Live) {
   EXPECT_EQ(r.tasks[0].rss_anon_bytes.value(), 16320u * 4096);
   EXPECT_EQ(r.tasks[0].pgtables_bytes, 180224u);
   EXPECT_EQ(r.tasks[0].name, "headroom-worklo");
+  // v1's counters and its memory.stat keys, as the kernel printed them.
+  ASSERT_TRUE(r.memcg.has_value());
+  EXPECT_EQ(r.memcg->memsw->limit.value(), 9007199254740988ULL * kKiB);
+  EXPECT_EQ(r.memcg->kmem->usage.value(), 200 * kKiB);
+  EXPECT_FALSE(r.memcg->swap.has_value());
+  EXPECT_EQ(r.memcg->stats_cgroup, r.oom_memcg.value());
+  EXPECT_EQ(r.memcg->stats.get("rss").value(), 66904064u);
+  EXPECT_EQ(r.memcg->stats.get("total_rss").value(), 66904064u);
+  EXPECT_EQ(r.memcg->stats.get("hierarchical_memory_limit").value(), 64u << 20);
+  EXPECT_EQ(r.memcg->stats.get("rss").value() + r.memcg->stats.get("cache").value() + r.memcg->kmem->usage.value(),
+            r.memcg_usage_bytes.value())
+      << "rss + cache + kmem is the charge, to the byte";
+  EXPECT_FALSE(r.machine.has_value());
 }
 
 // Hand-made in the shape of Ubuntu 22.04's 5.15 (no such kernel in the matrix to capture from).
@@ -145,6 +161,24 @@ void expectMemcgV2(const std::string& file, bool rss_parts) {
   bool victim_in_dump = false;
   for (const auto& t : r.tasks) victim_in_dump = victim_in_dump || t.pid == r.victim.pid;
   EXPECT_TRUE(victim_in_dump);
+  // The domain as the kernel saw it: memory.stat whole, and its parts add up to the charge.
+  ASSERT_TRUE(r.memcg.has_value());
+  EXPECT_EQ(r.memcg->memory.usage, r.memcg_usage_bytes);
+  EXPECT_EQ(r.memcg->memory.failcnt.value(), 79u);
+  ASSERT_TRUE(r.memcg->swap.has_value()) << "v2 prints \"swap:\"";
+  EXPECT_EQ(r.memcg->swap->usage.value(), 0u);
+  EXPECT_FALSE(r.memcg->memsw.has_value());
+  EXPECT_FALSE(r.memcg->kmem.has_value());
+  EXPECT_EQ(r.memcg->stats_cgroup, r.oom_memcg.value());
+  EXPECT_FALSE(r.memcg->stats_cut);
+  const StatMap& st = r.memcg->stats;
+  EXPECT_GE(st.size(), 40u);
+  EXPECT_EQ(st.entries().front().first, "anon") << "in the kernel's order";
+  EXPECT_EQ(st.get("anon").value() + st.get("file").value() + st.get("kernel").value(), 64u << 20)
+      << "anon + file + kernel is the charge, to the byte";
+  EXPECT_GT(st.get("pagetables").value(), 0u);
+  EXPECT_TRUE(st.contains("slab_unreclaimable"));
+  EXPECT_TRUE(st.contains("thp_collapse_alloc")) << "the block's last key (6.1) is whole";
 }
 
 // 6.1 prints the cgroup's memory.stat as one record with escaped newlines ("anon 66899968\x0afile
@@ -182,6 +216,25 @@ void expectGlobal(const std::string& file) {
   EXPECT_EQ(r.victim.oom_score_adj.value(), 1000);
   EXPECT_GT(r.victim.anon_rss.value(), 2u << 30) << "most of the guest's 3 GiB";
   EXPECT_GT(r.tasks.size(), 1u) << "a global dump lists every task of the machine";
+  // The machine at the kill (Mem-Info), in bytes.
+  EXPECT_FALSE(r.memcg.has_value());
+  ASSERT_TRUE(r.machine.has_value());
+  const OomMachineState& m = *r.machine;
+  EXPECT_GT(m.counters.get("inactive_anon").value(), 2u << 30) << "the workload's anon, in pages x 4096";
+  EXPECT_GT(m.counters.get("slab_unreclaimable").value(), 0u);
+  EXPECT_GT(m.counters.get("pagetables").value(), 0u);
+  EXPECT_GT(m.counters.get("free").value(), 0u);
+  ASSERT_EQ(m.nodes.size(), 1u) << "the guest's one node";
+  EXPECT_GT(m.nodeSum("kernel_stack").value(), 0u);
+  EXPECT_EQ(m.nodeSum("pagetables"), m.counters.get("pagetables")) << "the node's kB and the machine's pages agree";
+  ASSERT_EQ(m.hugepages.size(), 2u);
+  EXPECT_EQ(m.hugepages[0].page_bytes, 1u << 30);
+  EXPECT_EQ(m.hugepages[1].page_bytes, 2u << 20);
+  EXPECT_GT(m.ram_bytes.value(), 2u << 30);
+  EXPECT_GT(m.reserved_bytes.value(), 0u);
+  EXPECT_EQ(m.swap_total_bytes.value(), 0u);
+  EXPECT_TRUE(m.pagecache_bytes.has_value());
+  EXPECT_TRUE(m.unreclaimable_slab.empty()) << "printed only when slab outweighs the LRU pages";
 }
 
 TEST(KmsgOom, Linux61Global) { expectGlobal("linux-6.1-global.txt"); }
@@ -211,6 +264,112 @@ TEST(KmsgOom, TruncatedKilledLineKeepsWhatItHas) {
   EXPECT_EQ(reports[0].victim.pid, 77);
   EXPECT_EQ(reports[0].victim.total_vm.value(), 100 * kKiB);
   EXPECT_FALSE(reports[0].victim.anon_rss.has_value()) << "\"5\" without kB is no number here";
+}
+
+// Hand-made: a global OOM whose unreclaimable slab outweighs the LRU pages, so the kernel names
+// its largest caches (dump_unreclaimable_slab's "%-17s %10luKB %10luKB"); no capture has one.
+TEST(KmsgOom, HandMadeGlobalOomNamesTheLargestUnreclaimableSlabCaches) {
+  auto reports = parseKmsgOomReports(
+      "4,1,1,-;a invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0\n"
+      "4,2,2,-;Mem-Info:\n"
+      "4,3,3,-;active_anon:10 inactive_anon:20 isolated_anon:0\\x0a slab_reclaimable:5 slab_unreclaimable:600000\\x0a "
+      "free:100 free_pcp:0 free_cma:0\n"
+      "4,4,4,-;Node 0 active_anon:40kB inactive_anon:80kB shmem_thp: 0kB kernel_stack:512kB all_unreclaimable? yes\n"
+      "4,5,5,-;Node 1 kernel_stack:256kB pagetables:8kB\n"
+      "4,6,6,-;Node 0 Normal free:400kB boost:0kB min:100kB\n"
+      "4,7,7,-;Node 0 Normal: 1*4kB (U) = 4kB\n"
+      "4,8,8,-;Free swap  = 1024kB\n"
+      "4,9,9,-;Total swap = 2048kB\n"
+      "4,10,10,-;1000 pages RAM\n"
+      "6,11,11,-;Unreclaimable slab info:\n"
+      "6,12,12,-;Name                      Used          Total\n"
+      "6,13,13,-;kmalloc-64               1024KB       2048KB\n"
+      "6,14,14,-;task_struct           1048576KB    2097152KB\n"
+      "6,15,15,-;Tasks state (memory values in pages):\n"
+      "3,16,16,-;Out of memory: Killed process 9 (a) total-vm:4kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB, UID:0 "
+      "pgtables:4kB oom_score_adj:0\n");
+  ASSERT_EQ(reports.size(), 1u);
+  ASSERT_TRUE(reports[0].machine.has_value());
+  const OomMachineState& m = *reports[0].machine;
+  EXPECT_EQ(m.counters.get("slab_unreclaimable").value(), 600000u * 4096);
+  EXPECT_EQ(m.counters.get("free").value(), 100u * 4096);
+  EXPECT_EQ(m.nodes.size(), 2u) << "the zone and free-list lines are not nodes";
+  EXPECT_EQ(m.nodeSum("kernel_stack").value(), 768u * kKiB) << "summed over the nodes";
+  EXPECT_EQ(m.nodes[0].second.get("shmem_thp").value(), 0u) << "\"shmem_thp: 0kB\" with its space";
+  EXPECT_FALSE(m.nodes[0].second.contains("all_unreclaimable?"));
+  EXPECT_EQ(m.swap_free_bytes.value(), 1024 * kKiB);
+  EXPECT_EQ(m.swap_total_bytes.value(), 2048 * kKiB);
+  EXPECT_EQ(m.ram_bytes.value(), 1000u * 4096);
+  ASSERT_EQ(m.unreclaimable_slab.size(), 2u);
+  EXPECT_EQ(m.unreclaimable_slab[0].name, "task_struct") << "largest first";
+  EXPECT_EQ(m.unreclaimable_slab[0].total_bytes, 2097152 * kKiB);
+  EXPECT_EQ(m.unreclaimable_slab[1].used_bytes, 1024 * kKiB);
+}
+
+// The real 6.12 report twice in one burst (the OOM killer's lock keeps reports whole, one after
+// the other), with a driver's and a user's message inside the first one's statistics block and
+// records the log overwrote inside the second: two reports, each with its own figures, the lost
+// records counted where they fell.
+TEST(KmsgOom, TwoReportsInOneBurstWithOtherMessagesAndLostRecords) {
+  std::string one = fixture("linux-6.12-memcg-v2.txt");
+  std::vector<std::string> lines;
+  for (std::string_view l : splitLines(one)) lines.emplace_back(l);
+  std::string burst;
+  std::uint64_t seq = 1000;
+  auto add = [&](const std::string& line) {
+    auto semi = line.find(';');
+    auto rec = parseKmsgRecord(line);
+    ASSERT_TRUE(rec) << line;
+    burst +=
+        fmt::format("{},{},{},-;{}\n", rec->priority | (rec->facility << 3), seq++, rec->ts_us, line.substr(semi + 1));
+  };
+  for (const auto& l : lines) {
+    add(l);
+    if (l.find(";anon ") != std::string::npos) {
+      add("6,0,1,-;e1000e: eth0 NIC Link is Up 1000 Mbps Full Duplex");
+      add("14,0,1,-;systemd[1]: Started a unit.");
+    }
+  }
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find(";slab ") != std::string::npos) seq += 3;  // three records lost
+    add(lines[i]);
+  }
+  auto reports = parseKmsgOomReports(burst);
+  ASSERT_EQ(reports.size(), 2u);
+  for (const auto& r : reports) {
+    ASSERT_TRUE(r.memcg.has_value());
+    EXPECT_EQ(
+        r.memcg->stats.get("anon").value() + r.memcg->stats.get("file").value() + r.memcg->stats.get("kernel").value(),
+        64u << 20);
+    EXPECT_FALSE(r.memcg->stats_cut) << "a driver's message is not a line of the block";
+    EXPECT_FALSE(r.memcg->stats.contains("e1000e:"));
+  }
+  EXPECT_EQ(reports[0].lost_records, 0u);
+  EXPECT_EQ(reports[1].lost_records, 3u);
+  EXPECT_NE(reports[0].first_seq, reports[1].first_seq);
+}
+
+// A 6.1 statistics record at the log's line limit lost its end: the keys before the cut are
+// kept, the line the cut may have shortened is not, and the block says it was cut.
+TEST(KmsgOom, AStatisticsRecordAtTheLineLimitIsMarkedCut) {
+  std::string block;
+  for (int i = 0; block.size() < 1200; ++i) block += fmt::format("key_number_{} {}\\x0a", i, 1000 + i);
+  block += "last_key 123";
+  auto reports = parseKmsgOomReports(
+      "4,1,1,-;a invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0\n"
+      "6,2,2,-;memory: usage 4kB, limit 4kB, failcnt 1\n"
+      "6,3,3,-;Memory cgroup stats for /x:\n"
+      "6,4,4,-;" +
+      block +
+      "\n"
+      "3,5,5,-;Memory cgroup out of memory: Killed process 9 (a) total-vm:4kB, anon-rss:4kB, file-rss:0kB, "
+      "shmem-rss:0kB, UID:0 pgtables:4kB oom_score_adj:0\n");
+  ASSERT_EQ(reports.size(), 1u);
+  ASSERT_TRUE(reports[0].memcg.has_value());
+  EXPECT_TRUE(reports[0].memcg->stats_cut);
+  EXPECT_EQ(reports[0].memcg->stats.get("key_number_0").value(), 1000u);
+  EXPECT_FALSE(reports[0].memcg->stats.contains("last_key"));
+  EXPECT_EQ(reports[0].memcg->stats_cgroup, "/x");
 }
 
 }  // namespace
