@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "attribution_split.h"
 #include "headroom/model/snapshot.h"
 
 namespace headroom {
@@ -37,7 +38,14 @@ const std::vector<PartKind>& allPartKinds() {
   return kinds;
 }
 
-const char* toString(Accuracy a) { return a == Accuracy::kExact ? "exact" : "estimated"; }
+const char* toString(Accuracy a) {
+  switch (a) {
+    case Accuracy::kExact: return "exact";
+    case Accuracy::kDerived: return "derived";
+    case Accuracy::kEstimated: return "estimated";
+  }
+  return "unknown";
+}
 
 std::uint64_t Attribution::visibleBytes() const {
   std::uint64_t sum = 0;
@@ -66,50 +74,46 @@ namespace {
 
 std::uint64_t sat(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
 
-struct ProcessSums {
-  std::uint64_t pss_shmem = 0;
-  std::uint64_t page_tables = 0;
-  std::uint64_t threads = 0;
-  std::size_t without_pss = 0;
-};
-
 ProcessSums sumProcesses(const std::vector<const ProcessSample*>& procs) {
   ProcessSums s;
+  s.shmem_mapped_source = "sum of Pss_Shmem of the cgroup's processes (capped at shmem)";
+  s.page_tables_source = "sum of VmPTE of the cgroup's processes";
+  s.threads = 0;
+  std::size_t without_pss = 0;
   for (const ProcessSample* p : procs) {
     if (p->smaps) {
-      s.pss_shmem += p->smaps->pss_shmem;
+      s.shmem_mapped += p->smaps->pss_shmem;
     } else {
       // Without PSS the whole RssShmem is counted: an over-estimate of what is mapped.
-      s.pss_shmem += p->status.rss_shmem;
-      ++s.without_pss;
+      s.shmem_mapped += p->status.rss_shmem;
+      ++without_pss;
     }
     s.page_tables += p->status.vm_pte;
-    s.threads += p->status.threads;
+    s.threads = s.threads.value_or(0) + p->status.threads;
   }
+  if (without_pss > 0)
+    s.notes.push_back(
+        fmt::format("{} process(es) without readable smaps_rollup: their RssShmem counted as mapped", without_pss));
   return s;
 }
 
 // The visible parts and the shmem split, the same on v1 and v2 once the keys are chosen.
-void addVisible(Attribution& a, std::uint64_t anon, std::uint64_t cache_with_shmem, std::uint64_t shmem,
-                const ProcessSums& sums, const std::string& anon_src, const std::string& cache_src,
-                const std::string& shmem_src) {
-  a.parts.push_back({PartKind::kAnon, anon, Accuracy::kExact, anon_src});
-  a.parts.push_back({PartKind::kFile, sat(cache_with_shmem, shmem), Accuracy::kExact,
-                     fmt::format("{} minus {}", cache_src, shmem_src)});
-  std::uint64_t mapped = std::min(shmem, sums.pss_shmem);
-  a.parts.push_back({PartKind::kShmemMapped, mapped, Accuracy::kEstimated,
-                     "sum of Pss_Shmem of the cgroup's processes (capped at shmem)"});
-  a.parts.push_back({PartKind::kShmemUnmapped, shmem - mapped, Accuracy::kEstimated,
-                     fmt::format("{} minus the mapped part", shmem_src)});
-  if (sums.without_pss > 0)
-    a.notes.push_back(fmt::format("{} process(es) without readable smaps_rollup: their RssShmem counted as mapped",
-                                  sums.without_pss));
+void addVisible(Attribution& a, const SplitInputs& in, const char* anon_key, const char* cache_key,
+                const char* shmem_key, const ProcessSums& sums) {
+  const StatMap& st = *in.stat;
+  std::uint64_t shmem = st.getOr(shmem_key);
+  a.parts.push_back({PartKind::kAnon, st.getOr(anon_key), in.measured, fmt::format("{} {}", in.stat_name, anon_key)});
+  a.parts.push_back({PartKind::kFile, sat(st.getOr(cache_key), shmem), in.computed,
+                     fmt::format("{} {} minus {}", in.stat_name, cache_key, shmem_key)});
+  std::uint64_t mapped = std::min(shmem, sums.shmem_mapped);
+  a.parts.push_back({PartKind::kShmemMapped, mapped, sums.estimate, sums.shmem_mapped_source});
+  a.parts.push_back({PartKind::kShmemUnmapped, shmem - mapped, sums.estimate,
+                     fmt::format("{} {} minus the mapped part", in.stat_name, shmem_key)});
 }
 
-void attributeV2(Attribution& a, const CgroupMemory& cg, const ProcessSums& sums) {
-  const StatMap& st = cg.stat;
-  addVisible(a, st.getOr("anon"), st.getOr("file"), st.getOr("shmem"), sums, "memory.stat anon", "memory.stat file",
-             "memory.stat shmem");
+void splitV2(Attribution& a, const SplitInputs& in, const ProcessSums& sums) {
+  const StatMap& st = *in.stat;
+  addVisible(a, in, "anon", "file", "shmem", sums);
   struct KernelKey {
     const char* key;
     PartKind kind;
@@ -128,17 +132,18 @@ void attributeV2(Attribution& a, const CgroupMemory& cg, const ProcessSums& sums
   for (const auto& k : kKeys) {
     auto v = st.get(k.key);
     if (!v) continue;
-    a.parts.push_back({k.kind, *v, Accuracy::kExact, fmt::format("memory.stat {}", k.key)});
+    a.parts.push_back({k.kind, *v, in.measured, fmt::format("{} {}", in.stat_name, k.key)});
     // `kernel` (5.18+) holds every kmem charge; sock and zswap are charged apart from it.
     if (k.kind != PartKind::kSock && k.kind != PartKind::kZswap) kernel_listed += *v;
   }
   if (auto kernel = st.get("kernel")) {
-    a.parts.push_back({PartKind::kKernelOther, sat(*kernel, kernel_listed), Accuracy::kExact,
-                       "memory.stat kernel minus its listed parts"});
+    a.parts.push_back({PartKind::kKernelOther, sat(*kernel, kernel_listed), in.computed,
+                       fmt::format("{} kernel minus its listed parts", in.stat_name)});
   } else {
-    a.notes.push_back("memory.stat has no \"kernel\" key (kernel before 5.18): other kernel memory is in unattributed");
+    a.notes.push_back(fmt::format(
+        "{} has no \"kernel\" key (kernel before 5.18): other kernel memory is in unattributed", in.stat_name));
   }
-  if (cg.usage_from_stat) {
+  if (in.usage_from_stat) {
     // The root is never charged: its memory.stat counts the machine's pages, and kernel memory
     // of the root's own processes (charged to no cgroup) is missing from its kernel keys.
     a.notes.push_back(
@@ -147,53 +152,66 @@ void attributeV2(Attribution& a, const CgroupMemory& cg, const ProcessSums& sums
   }
 }
 
-void attributeV1(Attribution& a, const CgroupMemory& cg, const ProcessSums& sums) {
-  const StatMap& st = cg.stat;
+void splitV1(Attribution& a, const SplitInputs& in, const ProcessSums& sums) {
+  const StatMap& st = *in.stat;
   // total_* keys are hierarchical, like usage_in_bytes; the plain keys are this cgroup alone.
   auto key = [&](const char* total, const char* local) { return st.contains(total) ? total : local; };
-  const char* rss_key = key("total_rss", "rss");
-  const char* cache_key = key("total_cache", "cache");
-  const char* shmem_key = key("total_shmem", "shmem");
-  addVisible(a, st.getOr(rss_key), st.getOr(cache_key), st.getOr(shmem_key), sums,
-             fmt::format("memory.stat {}", rss_key), fmt::format("memory.stat {}", cache_key),
-             fmt::format("memory.stat {}", shmem_key));
-  if (cg.path == "/") {
+  addVisible(a, in, key("total_rss", "rss"), key("total_cache", "cache"), key("total_shmem", "shmem"), sums);
+  if (in.root) {
     // The v1 root's usage_in_bytes is computed from anon + page cache alone: no kernel memory.
     a.notes.push_back(
         "cgroup v1 root: usage_in_bytes counts anon and page cache only, so kernel memory is not split out here");
     return;
   }
-  if (!cg.kmem_usage) {
-    a.notes.push_back("no memory.kmem.usage_in_bytes (kernel memory accounting off): kernel memory is in unattributed");
+  if (!in.kmem) {
+    a.notes.push_back(
+        fmt::format("no {} (kernel memory accounting off): kernel memory is in unattributed", in.kmem_name));
     return;
   }
   // v1's memory.stat has no kernel keys: the total is exact, its split is not.
-  std::uint64_t kmem = *cg.kmem_usage;
+  std::uint64_t kmem = *in.kmem;
   std::uint64_t pt = std::min(kmem, sums.page_tables);
-  std::uint64_t stacks = std::min(kmem - pt, sums.threads * kKernelStackBytes);
-  a.parts.push_back({PartKind::kPageTables, pt, Accuracy::kExact, "sum of VmPTE of the cgroup's processes"});
-  a.parts.push_back({PartKind::kKernelStack, stacks, Accuracy::kEstimated, "threads x 16 KiB (THREAD_SIZE)"});
-  a.parts.push_back({PartKind::kKernelOther, kmem - pt - stacks, Accuracy::kEstimated,
-                     "memory.kmem.usage_in_bytes minus page tables and stacks (slab, percpu, ...)"});
-  a.notes.push_back(
-      "cgroup v1: kernel total from memory.kmem.usage_in_bytes (exact); slab, percpu and the rest are not "
-      "split by the kernel and are shown together as kernel_other (estimated)");
+  a.parts.push_back({PartKind::kPageTables, pt, sums.page_tables_accuracy, sums.page_tables_source});
+  std::uint64_t stacks = 0;
+  if (sums.threads) {
+    stacks = std::min(kmem - pt, *sums.threads * kKernelStackBytes);
+    a.parts.push_back({PartKind::kKernelStack, stacks, Accuracy::kEstimated, "threads x 16 KiB (THREAD_SIZE)"});
+  }
+  a.parts.push_back(
+      {PartKind::kKernelOther, kmem - pt - stacks, sums.threads ? Accuracy::kEstimated : in.computed,
+       fmt::format("{} minus page tables{} (slab, percpu, ...)", in.kmem_name, sums.threads ? " and stacks" : "")});
+  a.notes.push_back(fmt::format(
+      "cgroup v1: kernel total from {} (exact); slab, {}percpu and the rest are not split by the kernel and are "
+      "shown together as kernel_other ({})",
+      in.kmem_name, sums.threads ? "" : "kernel stacks, ",
+      toString(sums.threads ? Accuracy::kEstimated : in.computed)));
 }
 
 }  // namespace
 
-Attribution attributeCgroup(const CgroupMemory& cg, const std::vector<const ProcessSample*>& procs) {
+Attribution splitUsage(const SplitInputs& in, const ProcessSums& sums) {
   Attribution a;
-  a.usage = cg.usage;
-  ProcessSums sums = sumProcesses(procs);
-  if (cg.version == 2)
-    attributeV2(a, cg, sums);
+  a.usage = in.usage;
+  if (in.version == 2)
+    splitV2(a, in, sums);
   else
-    attributeV1(a, cg, sums);
+    splitV1(a, in, sums);
+  a.notes.insert(a.notes.end(), sums.notes.begin(), sums.notes.end());
   std::int64_t total = 0;
   for (const Part& p : a.parts) total += static_cast<std::int64_t>(p.bytes);
   a.unattributed = static_cast<std::int64_t>(a.usage) - total;
   return a;
+}
+
+Attribution attributeCgroup(const CgroupMemory& cg, const std::vector<const ProcessSample*>& procs) {
+  SplitInputs in;
+  in.stat = &cg.stat;
+  in.version = cg.version;
+  in.usage = cg.usage;
+  in.root = cg.path == "/";
+  in.usage_from_stat = cg.usage_from_stat;
+  in.kmem = cg.kmem_usage;
+  return splitUsage(in, sumProcesses(procs));
 }
 
 }  // namespace headroom

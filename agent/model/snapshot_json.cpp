@@ -1,5 +1,7 @@
 #include "headroom/model/snapshot_json.h"
 
+#include "headroom/model/at_kill.h"
+
 namespace headroom {
 namespace {
 
@@ -14,6 +16,53 @@ json toJson(const StatMap& m) {
   json o = json::object();
   for (const auto& [k, v] : m.entries()) o[k] = v;
   return o;
+}
+
+json toJson(const OomCounterLine& c) {
+  return {{"usage_bytes", opt(c.usage)}, {"limit_bytes", opt(c.limit)}, {"failcnt", opt(c.failcnt)}};
+}
+
+template <typename T>
+json optJson(const std::optional<T>& v) {
+  return v ? toJson(*v) : json(nullptr);
+}
+
+// What the kernel printed of the moment, every key as reported (units made bytes).
+json kernelReportJson(const OomEvent& e) {
+  if (!e.kernel_memcg && !e.kernel_machine) return nullptr;
+  json j = {{"lost_records", e.kernel_lost_records}};
+  if (e.kernel_memcg) {
+    const OomMemcgState& m = *e.kernel_memcg;
+    j["memcg"] = {{"memory", toJson(m.memory)}, {"memory_swap", optJson(m.memsw)}, {"swap", optJson(m.swap)},
+                  {"kmem", optJson(m.kmem)},    {"stats_cgroup", m.stats_cgroup},  {"stats", toJson(m.stats)},
+                  {"stats_cut", m.stats_cut}};
+  }
+  if (e.kernel_machine) {
+    const OomMachineState& m = *e.kernel_machine;
+    json nodes = json::array();
+    for (const auto& [node, stats] : m.nodes) nodes.push_back({{"node", node}, {"stats", toJson(stats)}});
+    json huge = json::array();
+    for (const OomHugepages& h : m.hugepages)
+      huge.push_back({{"node", h.node},
+                      {"page_bytes", h.page_bytes},
+                      {"total", h.total},
+                      {"free", h.free},
+                      {"surplus", h.surplus}});
+    json slab = json::array();
+    for (const OomSlabCache& c : m.unreclaimable_slab)
+      slab.push_back({{"name", c.name}, {"used_bytes", c.used_bytes}, {"total_bytes", c.total_bytes}});
+    j["machine"] = {{"counters", toJson(m.counters)},
+                    {"nodes", nodes},
+                    {"hugepages", huge},
+                    {"pagecache_bytes", opt(m.pagecache_bytes)},
+                    {"swap_cache_bytes", opt(m.swap_cache_bytes)},
+                    {"swap_free_bytes", opt(m.swap_free_bytes)},
+                    {"swap_total_bytes", opt(m.swap_total_bytes)},
+                    {"ram_bytes", opt(m.ram_bytes)},
+                    {"reserved_bytes", opt(m.reserved_bytes)},
+                    {"unreclaimable_slab", slab}};
+  }
+  return j;
 }
 
 json toJson(const PsiLine& l) {
@@ -174,6 +223,27 @@ json toJson(const Attribution& a) {
           {"notes", a.notes}};
 }
 
+json toJson(const KillBreakdown& b) {
+  json slab = json::array();
+  for (const OomSlabCache& c : b.slab)
+    slab.push_back({{"name", c.name}, {"used_bytes", c.used_bytes}, {"total_bytes", c.total_bytes}});
+  json j = toJson(b.attribution);
+  j["source"] = toString(b.source);
+  j["cgroup"] = b.cgroup.empty() ? json(nullptr) : json(b.cgroup);
+  j["domain_inferred"] = b.domain_inferred;
+  j["limit_bytes"] = opt(b.limit);
+  j["failcnt"] = opt(b.failcnt);
+  j["peak_bytes"] = opt(b.peak);
+  j["read_after_seconds"] = b.read_after_ns ? json(static_cast<double>(*b.read_after_ns) / 1e9) : json(nullptr);
+  j["adds_up"] = b.adds_up;
+  if (b.source == KillBreakdown::Source::kMachine) {
+    j["free_bytes"] = opt(b.free_bytes);
+    j["ram_bytes"] = opt(b.ram_bytes);
+    j["unreclaimable_slab"] = slab;
+  }
+  return j;
+}
+
 json toJson(const Snapshot& s) {
   json cgroups = json::array();
   for (const CgroupSnapshot& c : s.cgroups) {
@@ -218,6 +288,30 @@ json toJson(const Snapshot& s) {
         {"warnings", st.warnings}}},
   };
 }
+
+namespace {
+
+// The cgroups read the moment the kill was seen: what a short-lived cgroup leaves behind.
+json readAtKillJson(const OomEvent& e) {
+  json out = json::array();
+  for (const CgroupMemory& m : e.read_at_kill) {
+    json j = {{"path", m.path},
+              {"usage_bytes", m.usage},
+              {"limit_bytes", opt(m.limit)},
+              {"peak_bytes", opt(m.peak)},
+              {"oom_kills", opt(m.oom_kills)},
+              {"oom_events", opt(m.oom_events)}};
+    if (m.version == 1) j["failcnt"] = opt(m.failcnt);
+    out.push_back(std::move(j));
+  }
+  if (out.empty()) return nullptr;
+  const double after = e.monotonic_time_ns > 0 && e.read_at_kill_ns > 0
+                           ? static_cast<double>(e.read_at_kill_ns - e.monotonic_time_ns) / 1e9
+                           : 0.0;
+  return {{"after_seconds", after}, {"cgroups", out}};
+}
+
+}  // namespace
 
 json toJson(const OomEvent& e) {
   json victims = json::array();
@@ -268,7 +362,10 @@ json toJson(const OomEvent& e) {
           {"sources", {{"bpf", e.from_bpf}, {"kmsg", e.from_kmsg}, {"counter", e.from_counter}}},
           {"counter", e.from_counter ? json{{"cgroup", e.counter_cgroup}, {"kills", e.counted_kills}} : json(nullptr)},
           {"reap_start_ns", opt(e.reap_start_ns)},
-          {"reap_finish_ns", opt(e.reap_finish_ns)}};
+          {"reap_finish_ns", opt(e.reap_finish_ns)},
+          {"at_kill", optJson(breakdownAtKill(e))},
+          {"kernel_report", kernelReportJson(e)},
+          {"read_at_kill", readAtKillJson(e)}};
 }
 
 json toJson(const ExitEvent& e) {

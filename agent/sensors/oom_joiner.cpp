@@ -70,11 +70,16 @@ void OomJoiner::addMark(const OomMark& m, std::int64_t now_ns) {
   } else {
     merge(*v, m.victim);
   }
+  if (e.read_at_kill.empty() && !m.read_at_kill.empty()) {
+    e.read_at_kill = m.read_at_kill;
+    e.read_at_kill_ns = m.read_at_kill_ns;
+  }
   p->marked.push_back(key);
   p->last_update_ns = now_ns;
 }
 
-void OomJoiner::addReport(const KernelOomReport& r, std::int64_t report_mono_ns, std::int64_t now_ns) {
+void OomJoiner::addReport(const KernelOomReport& r, std::int64_t report_mono_ns, std::int64_t now_ns,
+                          std::vector<CgroupMemory> read_at_kill, std::int64_t read_at_kill_ns) {
   Pending* p = findFor(r.victim.tgid, report_mono_ns);
   if (p == nullptr) {
     for (auto& q : pending_) {
@@ -96,6 +101,13 @@ void OomJoiner::addReport(const KernelOomReport& r, std::int64_t report_mono_ns,
     e.global = r.global_oom || r.constraint == "CONSTRAINT_NONE";
     e.domain_limit_bytes = r.memcg_limit_bytes;
     e.domain_usage_bytes = r.memcg_usage_bytes;
+    e.kernel_memcg = r.memcg;
+    e.kernel_machine = r.machine;
+  }
+  e.kernel_lost_records += r.lost_records;
+  if (e.read_at_kill.empty() && !read_at_kill.empty()) {
+    e.read_at_kill = std::move(read_at_kill);
+    e.read_at_kill_ns = read_at_kill_ns;
   }
   if (!r.tasks.empty()) e.tasks = r.tasks;
   if (e.trigger_pid == 0 && r.trigger_pid) {

@@ -22,6 +22,8 @@ namespace {
 constexpr std::array<const char*, 7> kSensorNames = {"oom", "kmsg", "exits", "faults", "mmap", "rss", "cuda"};
 // A consumer that never takes exits must not grow the queue without limit.
 constexpr std::size_t kMaxQueuedExits = 65536;
+// Ancestors read at a kill: deeper than any real hierarchy, and bounded.
+constexpr int kMaxReadAtKillDepth = 16;
 
 }  // namespace
 
@@ -53,6 +55,18 @@ std::string Sensors::Impl::cgroupPath(std::uint64_t id) {
   return id == 0 ? "" : fmt::format("cgroup-id:{}", id);
 }
 
+std::vector<CgroupMemory> Sensors::Impl::readAtKill(const std::string& cgroup) const {
+  std::vector<CgroupMemory> out;
+  if (!hierarchy || cgroup.empty() || cgroup.rfind("cgroup-id:", 0) == 0) return out;
+  std::optional<std::string> path = normaliseCgroupPath(cgroup);
+  for (int depth = 0; path && depth < kMaxReadAtKillDepth; ++depth, path = parentCgroup(*path)) {
+    // The victim's own cgroup whatever it holds; above it, those whose limit could be the domain's.
+    auto m = hierarchy->read(*path);
+    if (m && (depth == 0 || m->limit)) out.push_back(std::move(*m));
+  }
+  return out;
+}
+
 void Sensors::Impl::onOomRecord(const void* data, std::size_t size) {
   ++events;
   auto record = decodeOomRecord(std::span(static_cast<const std::byte*>(data), size));
@@ -71,6 +85,9 @@ void Sensors::Impl::onOomRecord(const void* data, std::size_t size) {
         m.victim.comm = r.sample.comm;
       }
     }
+    // At once, before an orchestrator removes the cgroup that held the victim.
+    m.read_at_kill_ns = monotonicNs();
+    m.read_at_kill = readAtKill(!m.victim.cgroup.empty() ? m.victim.cgroup : m.trigger_cgroup);
     joiner.addMark(m, now);
   } else if (auto* reap = std::get_if<DecodedReap>(&record)) {
     joiner.addReap(reap->pid, reap->finished, reap->ts_ns);
@@ -148,8 +165,16 @@ void Sensors::poll(int timeout_ms) {
   if (m.kmsg) {
     for (const auto& rec : m.kmsg->readAvailable()) {
       if (auto report = m.kmsg_parser.feed(rec)) {
+        // Without BPF's mark the report is the first word of the kill: the files are read now.
+        std::vector<CgroupMemory> read;
+        std::int64_t read_ns = 0;
+        if (m.status("oom").state != SensorState::kActive && m.hierarchy) {
+          read_ns = monotonicNs();
+          std::string where = report->task_memcg ? *report->task_memcg : report->oom_memcg.value_or("");
+          if (auto rel = m.hierarchy->toMountRelative(where)) read = m.readAtKill(*rel);
+        }
         // The kernel log's clock is the monotonic clock in microseconds.
-        m.joiner.addReport(*report, static_cast<std::int64_t>(report->ts_us) * 1000, now);
+        m.joiner.addReport(*report, static_cast<std::int64_t>(report->ts_us) * 1000, now, std::move(read), read_ns);
       }
     }
   }

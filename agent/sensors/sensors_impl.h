@@ -73,6 +73,9 @@ struct Sensors::Impl {
   // ---- the rings (sensors.cpp) ----
   // A cgroup id of an event as a path ("cgroup-id:N" when it cannot be found).
   std::string cgroupPath(std::uint64_t id);
+  // The memory files of `cgroup` (a path in the hierarchy) and of its ancestors that have a
+  // limit, read now: the moment an OOM kill is seen (OomEvent::read_at_kill).
+  std::vector<CgroupMemory> readAtKill(const std::string& cgroup) const;
   void onOomRecord(const void* data, std::size_t size);
   void onExitRecord(const void* data, std::size_t size);
   void startKmsg();

@@ -42,7 +42,9 @@ const char* toString(PartKind k);
 bool isVisible(PartKind k);
 const std::vector<PartKind>& allPartKinds();
 
-enum class Accuracy { kExact, kEstimated };
+// exact: a figure the kernel keeps, as read; derived: computed from exact figures (a difference,
+// a sum over the kernel's task dump); estimated: from a rule of thumb or an upper bound.
+enum class Accuracy { kExact, kDerived, kEstimated };
 const char* toString(Accuracy a);
 
 struct Part {

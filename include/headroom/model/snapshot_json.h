@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headroom/model/at_kill.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/oom_event.h"
 #include "headroom/util/json.h"
@@ -16,7 +17,8 @@ nlohmann::json toJson(const Snapshot& s);
 nlohmann::json toJson(const Attribution& a);
 nlohmann::json toJson(const Meminfo& m);
 nlohmann::json toJson(const Psi& p);
-nlohmann::json toJson(const OomEvent& e);
+nlohmann::json toJson(const OomEvent& e);  // with its breakdown at the kill (at_kill.h)
+nlohmann::json toJson(const KillBreakdown& b);
 nlohmann::json toJson(const ExitEvent& e);
 // The pieces of a snapshot, in the same forms as inside toJson(const Snapshot&).
 nlohmann::json toJson(const CgroupMemory& c);     // a cgroup's "memory"

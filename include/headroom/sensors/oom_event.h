@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "headroom/sources/cgroup.h"
 #include "headroom/sources/oom_report.h"
 
 namespace headroom {
@@ -37,6 +38,16 @@ struct OomEvent {
   std::string counter_cgroup;
   std::uint64_t counted_kills = 0;
   std::optional<std::int64_t> reap_start_ns, reap_finish_ns;
+  // The kernel's own picture of the moment (/dev/kmsg): the OOM domain's counters and statistics
+  // (a memory cgroup OOM), or the machine's (a global one); records of it the log lost.
+  std::optional<OomMemcgState> kernel_memcg;
+  std::optional<OomMachineState> kernel_machine;
+  std::uint64_t kernel_lost_records = 0;
+  // The memory files of the victim's cgroup and of its ancestors with a limit, read the moment
+  // the kill was seen (BPF's mark, else the kernel's report), before anyone could remove them,
+  // nearest first. read_at_kill_ns: CLOCK_MONOTONIC when the read began.
+  std::vector<CgroupMemory> read_at_kill;
+  std::int64_t read_at_kill_ns = 0;
 
   const OomVictim* victim(pid_t tgid) const;
 };

@@ -21,6 +21,9 @@ struct OomMark {
   std::string trigger_comm;
   std::string trigger_cgroup;
   OomVictim victim;  // tgid 0 and no figures on kernels whose tracepoint carries only a pid
+  // The cgroups' files read when the mark came (OomEvent::read_at_kill).
+  std::vector<CgroupMemory> read_at_kill;
+  std::int64_t read_at_kill_ns = 0;
 };
 
 // Joins the BPF marks and the kernel's reports of one OOM incident (by victim pid, within a
@@ -39,8 +42,10 @@ class OomJoiner {
   explicit OomJoiner(Options o) : opts_(o) {}
 
   void addMark(const OomMark& m, std::int64_t now_ns);
-  // `report_mono_ns`: the report's kernel timestamp on CLOCK_MONOTONIC.
-  void addReport(const KernelOomReport& r, std::int64_t report_mono_ns, std::int64_t now_ns);
+  // `report_mono_ns`: the report's kernel timestamp on CLOCK_MONOTONIC. `read_at_kill`: the
+  // cgroups' files read when the report came, where no mark did (OomEvent::read_at_kill).
+  void addReport(const KernelOomReport& r, std::int64_t report_mono_ns, std::int64_t now_ns,
+                 std::vector<CgroupMemory> read_at_kill = {}, std::int64_t read_at_kill_ns = 0);
   void addReap(pid_t pid, bool finished, std::int64_t ts_ns);
   // Incidents ready to be told.
   std::vector<OomEvent> takeReady(std::int64_t now_ns, std::int64_t wall_now_ns);

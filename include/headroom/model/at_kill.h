@@ -1,0 +1,42 @@
+// The moment of an OOM kill as the kernel saw it: the OOM domain's charge split into the parts
+// of a cgroup's attribution (visible and invisible, each exact or derived) from the kernel's own
+// report, else from the files read the moment the kill was seen; at a global OOM, the machine's.
+// Pure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headroom/model/snapshot.h"
+#include "headroom/sensors/oom_event.h"
+
+namespace headroom {
+
+struct KillBreakdown {
+  enum class Source {
+    kKernelReport,  // the kernel's report (/dev/kmsg): the figures at the kill
+    kFilesRead,     // the domain's memory files, read read_after_ns after the kill
+    kMachine,       // a global OOM: the machine's Mem-Info
+  };
+  Source source = Source::kKernelReport;
+  std::string cgroup;            // the OOM domain (normalised); empty for the machine
+  bool domain_inferred = false;  // no kernel report named it: the nearest limit above the victim
+  std::uint64_t usage = 0;       // what was charged (the machine: the memory in use)
+  std::optional<std::uint64_t> limit, failcnt, peak;
+  std::optional<std::int64_t> read_after_ns;  // kFilesRead: how long after the kill
+  Attribution attribution;                    // the parts; unattributed: usage minus their sum
+  // The parts add up to the charge within 1% (the kernel's figures agree with each other).
+  bool adds_up = false;
+  // A global OOM: what the machine had free, its RAM, its largest unreclaimable slab caches.
+  std::optional<std::uint64_t> free_bytes, ram_bytes;
+  std::vector<OomSlabCache> slab;
+};
+const char* toString(KillBreakdown::Source s);
+
+// The breakdown at the kill, from the best evidence the event holds; nullopt when it holds none
+// (an OOM kill known from a counter alone).
+std::optional<KillBreakdown> breakdownAtKill(const OomEvent& e);
+
+}  // namespace headroom
