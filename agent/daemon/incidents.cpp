@@ -89,6 +89,7 @@ std::optional<Result<std::uint64_t>> IncidentJournal::record(const OomEvent& e, 
   ctx.sensors = facts.sensors;
   ctx.host = facts.host;
   ctx.top_per_role = facts.top_per_role;
+  ctx.kill_wall_ns = kill_wall;
   return writer_->append(makeOomRecord(ctx));
 }
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "headroom/controller/budget_document.h"
+#include "headroom/model/at_kill.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/files.h"
@@ -277,6 +278,16 @@ std::optional<MarginChange> ProverBudget::onOomKill(const OomEvent& e, const Sna
     what = fmt::format("{} kill(s) counted in {}", e.counted_kills, e.counter_cgroup);
   }
   if (!any) return std::nullopt;
+  // The kill's own numbers, when the domain is the prover's: its charge and overhead at the
+  // moment, not a sample seconds old.
+  if (auto b = breakdownAtKill(e)) {
+    if (auto o = overheadAtKill(*b, cgroup)) {
+      k.charge = std::max(k.charge, o->charge);
+      k.page_tables = o->page_tables;
+      k.kernel = o->kernel;
+      what += fmt::format("; overhead at the kill from {}", o->source);
+    }
+  }
   k.what = fmt::format("{}: {}",
                        e.from_bpf    ? "mark_victim"
                        : e.from_kmsg ? "kernel OOM report"

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "headroom/journal/oom_record.h"
+#include "headroom/model/at_kill.h"
 #include "headroom/model/snapshot_json.h"
 #include "headroom/sources/cgroup.h"
 
@@ -12,6 +13,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int kRecordVersion = 1;
+constexpr std::size_t kLargestCgroups = 10;
 
 template <typename T>
 json opt(const std::optional<T>& v) {
@@ -83,10 +85,15 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
 
   json event = toJson(e);
   event["tasks_total"] = e.tasks.size();  // the journal keeps every task; /v1/ooms may keep fewer
+  json at_kill = event["at_kill"];        // the record's own, at its top
+  event.erase("at_kill");
+  const std::optional<KillBreakdown> breakdown = breakdownAtKill(e);
 
   json charged = nullptr;
   if (e.domain_usage_bytes) {
     charged = *e.domain_usage_bytes;
+  } else if (breakdown && breakdown->source == KillBreakdown::Source::kFilesRead) {
+    charged = breakdown->usage;
   } else if (cg != nullptr) {
     charged = cg->memory.usage;
   }
@@ -97,15 +104,41 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
 
   json points = json::array();
   for (const FlightPoint& p : ctx.flight) points.push_back(toJson(p));
+  // The flight's last point is the kill itself, when the breakdown is of the flight's cgroup.
+  if (breakdown && !breakdown->cgroup.empty() && breakdown->cgroup == cgroup) {
+    FlightPoint kill;
+    kill.wall_time_ns = ctx.kill_wall_ns != 0 ? ctx.kill_wall_ns : e.wall_time_ns;
+    kill.usage = breakdown->usage;
+    kill.limit = breakdown->limit;
+    for (const Part& p : breakdown->attribution.parts) kill.parts[toString(p.kind)] = p.bytes;
+    kill.self_reported = ctx.self_reported;
+    json k = toJson(kill);
+    k["at_kill"] = true;
+    points.push_back(std::move(k));
+  }
+
+  // A global OOM: which cgroups held the most, by the last sample.
+  json largest = nullptr;
+  if (e.global && ctx.last != nullptr) {
+    largest = json::array();
+    for (const CgroupSnapshot& c : ctx.last->cgroups) {  // by usage, largest first
+      if (largest.size() >= kLargestCgroups) break;
+      largest.push_back({{"path", c.memory.path},
+                         {"usage_bytes", c.memory.usage},
+                         {"invisible_bytes", c.attribution.invisibleBytes()}});
+    }
+  }
 
   return {
       {"version", kRecordVersion},
       {"time", seconds(e.wall_time_ns)},
       {"host",
        {{"hostname", ctx.host.hostname}, {"kernel", ctx.host.kernel}, {"agent_version", ctx.host.agent_version}}},
+      {"at_kill", std::move(at_kill)},
       {"event", std::move(event)},
       {"cgroup", cg != nullptr ? cgroupJson(*ctx.last, *cg) : json(nullptr)},
       {"processes", cg != nullptr ? processesJson(*ctx.last, *cg, ctx.top_per_role) : json::array()},
+      {"largest_cgroups", std::move(largest)},
       {"budget", budgetInForce(ctx.budget)},
       {"self_reported_bytes", opt(ctx.self_reported)},
       {"charged_bytes", std::move(charged)},

@@ -20,20 +20,19 @@ namespace {
 Section killedSection(const json& rec) {
   Section s{"KILLED", "the victim's own memory when the kernel chose it; the limit above is the OOM domain's", {}};
   const json& ev = objectAt(rec, "event");
-  Table t{{"PID", "COMM", "CGROUP", "ANON", "FILE", "SHMEM", "PAGE TABLES", "SWAP", "VM", "OOM_SCORE_ADJ"},
-          "rllrrrrrrr",
-          {},
-          {}};
+  Table t{{"PID", "COMM", "ANON", "FILE", "SHMEM", "PAGE TABLES", "SWAP", "VM", "OOM_SCORE_ADJ"}, "rlrrrrrrr", {}, {}};
+  std::set<std::string> cgroups;
   std::vector<std::string> notes;
   for (const json& v : arrayAt(ev, "victims")) {
     if (!v.is_object()) continue;
     Task k = taskOf(v);
     auto adj = intAt(v, "oom_score_adj");
+    if (!k.cgroup.empty()) cgroups.insert(k.cgroup);
     t.rows.push_back({k.pid > 0 ? std::to_string(k.pid) : "?", k.comm.empty() ? "?" : k.comm,
-                      k.cgroup.empty() ? "-" : k.cgroup, bytesText(bytesAt(v, "anon_rss_bytes")),
-                      bytesText(bytesAt(v, "file_rss_bytes")), bytesText(bytesAt(v, "shmem_rss_bytes")),
-                      bytesText(bytesAt(v, "pgtables_bytes")), bytesText(bytesAt(v, "swap_bytes")),
-                      bytesText(bytesAt(v, "total_vm_bytes")), adj ? std::to_string(*adj) : "-"});
+                      bytesText(bytesAt(v, "anon_rss_bytes")), bytesText(bytesAt(v, "file_rss_bytes")),
+                      bytesText(bytesAt(v, "shmem_rss_bytes")), bytesText(bytesAt(v, "pgtables_bytes")),
+                      bytesText(bytesAt(v, "swap_bytes")), bytesText(bytesAt(v, "total_vm_bytes")),
+                      adj ? std::to_string(*adj) : "-"});
     if (flagAt(v, "kill_skipped"))
       notes.push_back(fmt::format("{} was already exiting: the kernel marked it but sent no SIGKILL", who(k)));
     if (flagAt(v, "inferred"))
@@ -45,6 +44,7 @@ Section killedSection(const json& rec) {
   else
     s.blocks.emplace_back(std::move(t));
   for (auto& n : notes) s.blocks.emplace_back(std::move(n));
+  for (const std::string& c : cgroups) s.blocks.emplace_back("in " + c);
 
   const json& src = objectAt(ev, "sources");
   std::vector<std::string> told;
@@ -67,8 +67,155 @@ Section killedSection(const json& rec) {
   return s;
 }
 
+// The parts of an attribution as a table, each with its share of `usage`.
+Table partsTable(const json& att, std::optional<std::uint64_t> usage) {
+  Table t{{"PART", "SIDE", "BYTES", "SHARE", "ACCURACY", "SOURCE"}, "llrrll", {}, {}};
+  for (const json& p : arrayAt(att, "parts")) {
+    if (!p.is_object()) continue;
+    std::string kind = textAt(p, "kind");
+    std::optional<bool> visible;
+    if (const json* v = field(p, "visible"); v && v->is_boolean()) visible = v->get<bool>();
+    if (!visible) visible = kindVisible(kind);
+    auto b = bytesAt(p, "bytes");
+    std::string acc = textAt(p, "accuracy");
+    std::string share = "-";
+    if (b && usage && *usage > 0)
+      share = fmt::format("{:.1f}%", 100.0 * static_cast<double>(*b) / static_cast<double>(*usage));
+    t.rows.push_back({kind.empty() ? "?" : kind, visible ? (*visible ? "visible" : "invisible") : "?",
+                      bytesText(b) + (acc == "estimated" ? "~" : ""), share, acc.empty() ? "-" : acc,
+                      textAt(p, "source")});
+  }
+  return t;
+}
+
+void addNotes(Section& s, const json& att) {
+  for (const json& n : arrayAt(att, "notes")) {
+    if (n.is_string()) s.blocks.emplace_back("note: " + printableText(n.get_ref<const std::string&>()));
+  }
+}
+
+// How a part is said in a sentence.
+std::string partWords(const std::string& kind) {
+  static const std::map<std::string, std::string> kWords = {
+      {"anon", "anon"},
+      {"file", "page cache"},
+      {"shmem_mapped", "mapped shmem"},
+      {"shmem_unmapped", "shmem nobody maps"},
+      {"pagetables", "page tables"},
+      {"sec_pagetables", "secondary page tables"},
+      {"slab_reclaimable", "reclaimable slab"},
+      {"slab_unreclaimable", "unreclaimable slab"},
+      {"kernel_stack", "kernel stacks"},
+      {"sock", "socket buffers"},
+      {"percpu", "per-CPU"},
+      {"zswap", "zswap"},
+      {"kernel_other", "other kernel memory"},
+  };
+  auto it = kWords.find(kind);
+  return it == kWords.end() ? kind : it->second;
+}
+
+// "the prover believed it used X; the kernel charged Y to D: anon A, page tables P, ..." (the
+// invisible parts largest first, after the visible).
+std::string momentSentence(const json& rec, const json& at) {
+  std::vector<std::pair<std::uint64_t, std::string>> visible, invisible;
+  for (const json& p : arrayAt(at, "parts")) {
+    if (!p.is_object()) continue;
+    auto b = bytesAt(p, "bytes");
+    std::string kind = textAt(p, "kind");
+    if (!b || *b == 0 || kind.empty()) continue;
+    bool vis = flagAt(p, "visible") || kindVisible(kind).value_or(false);
+    (vis ? visible : invisible).emplace_back(*b, fmt::format("{} {}", partWords(kind), formatBytes(*b)));
+  }
+  auto bySize = [](const auto& a, const auto& b) { return a.first > b.first; };
+  std::stable_sort(visible.begin(), visible.end(), bySize);
+  std::stable_sort(invisible.begin(), invisible.end(), bySize);
+  std::string s;
+  if (auto self = bytesAt(rec, "self_reported_bytes"))
+    s = fmt::format("the prover believed it used {}; ", formatBytes(*self));
+  const std::string cgroup = textAt(at, "cgroup");
+  auto usage = bytesAt(at, "usage_bytes");
+  if (textAt(at, "source") == "kernel report (Mem-Info)")
+    s += fmt::format("the machine had {} in use", bytesText(usage, "an amount not known"));
+  else
+    s += fmt::format("the kernel charged {}{}", bytesText(usage, "an amount not known"),
+                     cgroup.empty() ? "" : " to " + cgroup);
+  if (auto lim = bytesAt(at, "limit_bytes")) s += fmt::format(" (limit {})", formatBytes(*lim));
+  std::vector<std::string> words;
+  for (auto& v : invisible) words.push_back(std::move(v.second));
+  for (auto& v : visible) words.push_back(std::move(v.second));
+  if (!invisible.empty())
+    s += fmt::format(": {} invisible to any process — ",
+                     formatBytes(static_cast<std::uint64_t>(numberAt(at, "invisible_bytes").value_or(0))));
+  else if (!words.empty())
+    s += ": ";
+  std::string list;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (i == invisible.size() && i > 0)
+      list += "; besides ";
+    else if (i > 0)
+      list += ", ";
+    list += words[i];
+  }
+  return s + list;
+}
+
+Section momentSection(const json& rec) {
+  Section s{"AT THE KILL", "", {}};
+  const json* atp = field(rec, "at_kill");
+  if (atp == nullptr || !atp->is_object()) {
+    s.subtitle = "the OOM domain as the kernel saw it";
+    s.blocks.emplace_back(std::string(
+        "not known: the record has no picture of the moment (no kernel report, and no files read at the kill)"));
+    return s;
+  }
+  const json& at = *atp;
+  std::string source = textAt(at, "source");
+  if (source == "files read after the kill") {
+    auto after = numberAt(at, "read_after_seconds");
+    s.subtitle = fmt::format("the OOM domain's files, read {} after the kill; derived, not the kernel's own report",
+                             after ? secondsText(*after) : "just");
+  } else if (source == "kernel report (Mem-Info)") {
+    s.subtitle = "the whole machine, from the kernel's OOM report (Mem-Info)";
+  } else {
+    s.subtitle = "the OOM domain, from the kernel's own OOM report";
+  }
+  s.blocks.emplace_back(momentSentence(rec, at));
+  auto usage = bytesAt(at, "usage_bytes");
+  s.blocks.emplace_back(partsTable(at, usage));
+  auto unattributed = intAt(at, "unattributed_bytes");
+  if (flagAt(at, "adds_up"))
+    s.blocks.emplace_back(fmt::format("the parts add up to {} within 1% (unattributed {})",
+                                      source == "kernel report (Mem-Info)" ? "the memory in use" : "the charge",
+                                      unattributed ? formatSignedBytes(*unattributed) : std::string("0")));
+  else if (unattributed)
+    s.blocks.emplace_back(fmt::format("the parts do not add up: {} unattributed", formatSignedBytes(*unattributed)));
+  if (auto fc = intAt(at, "failcnt")) s.blocks.emplace_back(fmt::format("the limit was hit {} times", *fc));
+  if (auto peak = bytesAt(at, "peak_bytes")) s.blocks.emplace_back(fmt::format("peak {}", formatBytes(*peak)));
+  if (source == "kernel report (Mem-Info)") {
+    s.blocks.emplace_back(fmt::format("RAM {}, free {}", bytesText(bytesAt(at, "ram_bytes"), "not known"),
+                                      bytesText(bytesAt(at, "free_bytes"), "not known")));
+    Table slab{{"UNRECLAIMABLE SLAB CACHE", "USED", "TOTAL"}, "lrr", {}, {}};
+    for (const json& c : arrayAt(at, "unreclaimable_slab")) {
+      if (c.is_object())
+        slab.rows.push_back(
+            {textAt(c, "name"), bytesText(bytesAt(c, "used_bytes")), bytesText(bytesAt(c, "total_bytes"))});
+    }
+    if (!slab.rows.empty()) s.blocks.emplace_back(std::move(slab));
+    Table largest{{"LARGEST CGROUPS AT THE LAST SAMPLE", "USAGE", "INVISIBLE"}, "lrr", {}, {}};
+    for (const json& c : arrayAt(rec, "largest_cgroups")) {
+      if (c.is_object())
+        largest.rows.push_back(
+            {textAt(c, "path"), bytesText(bytesAt(c, "usage_bytes")), bytesText(bytesAt(c, "invisible_bytes"))});
+    }
+    if (!largest.rows.empty()) s.blocks.emplace_back(std::move(largest));
+  }
+  addNotes(s, at);
+  return s;
+}
+
 Section breakdownSection(const json& rec) {
-  Section s{"BREAKDOWN", "", {}};
+  Section s{"BEFORE THE KILL", "", {}};
   const json* cgp = field(rec, "cgroup");
   if (!cgp || !cgp->is_object()) {
     s.blocks.emplace_back(std::string("not known: the cgroup was never sampled before the kill"));
@@ -85,7 +232,7 @@ Section breakdownSection(const json& rec) {
     when = fmt::format(", {} before the kill", secondsText(*kill - *sampled));
   else if (sampled)
     when = ", at " + utcTime(*sampled);
-  s.subtitle = fmt::format("of {} at the last sample{}; ~ estimated", path.empty() ? "the cgroup" : path, when);
+  s.subtitle = fmt::format("{} at the last sample{}; ~ estimated", path.empty() ? "the cgroup" : path, when);
 
   auto usage = bytesAt(att, "usage_bytes");
   if (!usage) usage = bytesAt(mem, "usage_bytes");
@@ -103,30 +250,12 @@ Section breakdownSection(const json& rec) {
   } else if (auto lim = bytesAt(mem, "limit_bytes")) {
     s.blocks.emplace_back(fmt::format("limit {}", formatBytes(*lim)));
   }
-
-  Table t{{"PART", "SIDE", "BYTES", "SHARE", "ACCURACY", "SOURCE"}, "llrrll", {}, {}};
-  for (const json& p : arrayAt(att, "parts")) {
-    if (!p.is_object()) continue;
-    std::string kind = textAt(p, "kind");
-    std::optional<bool> visible;
-    if (const json* v = field(p, "visible"); v && v->is_boolean()) visible = v->get<bool>();
-    if (!visible) visible = kindVisible(kind);
-    auto b = bytesAt(p, "bytes");
-    std::string acc = textAt(p, "accuracy");
-    std::string share = "-";
-    if (b && usage && *usage > 0)
-      share = fmt::format("{:.1f}%", 100.0 * static_cast<double>(*b) / static_cast<double>(*usage));
-    t.rows.push_back({kind.empty() ? "?" : kind, visible ? (*visible ? "visible" : "invisible") : "?",
-                      bytesText(b) + (acc == "estimated" ? "~" : ""), share, acc.empty() ? "-" : acc,
-                      textAt(p, "source")});
-  }
+  Table t = partsTable(att, usage);
   if (t.rows.empty())
     s.blocks.emplace_back(std::string("the parts are not known: the sample has no attribution"));
   else
     s.blocks.emplace_back(std::move(t));
-  for (const json& n : arrayAt(att, "notes")) {
-    if (n.is_string()) s.blocks.emplace_back("note: " + printableText(n.get_ref<const std::string&>()));
-  }
+  addNotes(s, att);
   auto charged = bytesAt(rec, "charged_bytes");
   if (charged && usage) {
     auto delta = static_cast<double>(*charged) - static_cast<double>(*usage);
@@ -385,9 +514,10 @@ Doc buildDoc(const json& rec) {
   }
   d.heading = heading;
   d.summary = reportSummary(rec);
+  d.sections.push_back(momentSection(rec));
   d.sections.push_back(killedSection(rec));
-  d.sections.push_back(breakdownSection(rec));
   d.sections.push_back(taskDumpSection(rec));
+  d.sections.push_back(breakdownSection(rec));
   d.sections.push_back(processesSection(rec));
   d.sections.push_back(grewSection(rec));
   d.sections.push_back(budgetSection(rec));

@@ -201,6 +201,22 @@ const char* toString(KillBreakdown::Source s) {
   return "unknown";
 }
 
+std::optional<KillOverhead> overheadAtKill(const KillBreakdown& b, std::string_view prover_cgroup) {
+  if (b.source == KillBreakdown::Source::kMachine || b.cgroup.empty() || prover_cgroup.empty()) return std::nullopt;
+  if (!cgroupIsWithin(b.cgroup, normaliseCgroupPath(prover_cgroup))) return std::nullopt;
+  KillOverhead o;
+  o.charge = b.usage;
+  o.page_tables = b.attribution.bytesOf(PartKind::kPageTables).value_or(0) +
+                  b.attribution.bytesOf(PartKind::kSecPageTables).value_or(0);
+  o.kernel = b.attribution.invisibleBytes() - std::min(b.attribution.invisibleBytes(), o.page_tables);
+  o.source = b.source == KillBreakdown::Source::kKernelReport
+                 ? std::string("the kernel's OOM report")
+                 : fmt::format("the domain's files read {} after the kill",
+                               b.read_after_ns ? fmt::format("{:.1f} ms", static_cast<double>(*b.read_after_ns) / 1e6)
+                                               : std::string("just"));
+  return o;
+}
+
 std::optional<KillBreakdown> breakdownAtKill(const OomEvent& e) {
   if (e.kernel_memcg && !e.global) {
     if (auto b = fromKernelReport(e)) return b;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 
+#include "headroom/model/at_kill.h"
 #include "headroom/sources/cgroup.h"
 
 namespace headroom {
@@ -130,6 +131,21 @@ Verdict classifyAttempt(const AttemptEvidence& ev) {
     k.pinned = ev.last_tree.pinned;
     k.kernel = ev.last_tree.kernel;
     k.self_reported = ev.self_reported;
+    // The kill's own numbers, when the OOM domain is the prover's cgroup (or inside it).
+    const OomEvent* event = prover_event;
+    for (const OomEvent& e : ev.ooms) {
+      if (event == nullptr && !e.victims.empty()) event = &e;
+    }
+    if (event != nullptr) {
+      if (auto b = breakdownAtKill(*event)) {
+        if (auto o = overheadAtKill(*b, ev.cgroup)) {
+          k.charge = std::max(k.charge, o->charge);
+          k.page_tables = o->page_tables;
+          k.kernel = o->kernel;
+          k.what += fmt::format("; overhead at the kill from {}", o->source);
+        }
+      }
+    }
     out.kill = k;
   }
   return out;

@@ -37,11 +37,14 @@ struct RecordContext {
   std::vector<SensorStatus> sensors;               // empty: the last sample's
   HostIdentity host;
   std::size_t top_per_role = 10;
+  std::int64_t kill_wall_ns = 0;  // the kill on the wall clock (0: the event's time)
 };
-// The record's JSON (schema in docs/journal.md): version, time, event (with the kernel's task
-// dump), cgroup (memory, attribution, bounds at the last sample), processes (top per role with
-// RSS/PSS parts, page tables, pinned, device), budget, self_reported vs charged, sensors, host,
-// flight (the recorder's points).
+// The record's JSON (schema in docs/journal.md): version, time, at_kill (the OOM domain's
+// breakdown at the kill: the primary one), event (with the kernel's task dump and report), cgroup
+// (memory, attribution, bounds at the last sample: before the kill), processes (top per role with
+// RSS/PSS parts, page tables, pinned, device), largest_cgroups (a global OOM: the last sample's
+// largest), budget, self_reported vs charged, sensors, host, flight (the recorder's points, the
+// kill itself the last when the breakdown is of the flight's cgroup).
 nlohmann::json makeOomRecord(const RecordContext& ctx);
 
 }  // namespace headroom

@@ -39,4 +39,16 @@ const char* toString(KillBreakdown::Source s);
 // (an OOM kill known from a counter alone).
 std::optional<KillBreakdown> breakdownAtKill(const OomEvent& e);
 
+// What the kill's own numbers say of a prover's overhead, for the budget controller: the
+// domain's charge, its page tables, and the rest of what no process shows (slab, kernel stacks,
+// shmem nobody maps, ...). Only when the domain is the prover's cgroup or inside it (a wider
+// domain's overhead is its neighbours' too), and not from a global OOM.
+struct KillOverhead {
+  std::uint64_t charge = 0;
+  std::uint64_t page_tables = 0;
+  std::uint64_t kernel = 0;
+  std::string source;  // "the kernel's OOM report", "the domain's files read 2.1 ms after the kill"
+};
+std::optional<KillOverhead> overheadAtKill(const KillBreakdown& b, std::string_view prover_cgroup);
+
 }  // namespace headroom

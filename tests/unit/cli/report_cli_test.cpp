@@ -176,7 +176,7 @@ TEST_F(ReportCli, DefaultIsTheLatestKill) {
       << r.out;
   EXPECT_FALSE(contains(r.out, "cuzk-two")) << r.out;
   for (const char* part :
-       {"BREAKDOWN", "WHO HELD WHAT AT THE KILL", "WHAT GREW", "BUDGET",
+       {"AT THE KILL", "BEFORE THE KILL", "WHO HELD WHAT AT THE KILL", "WHAT GREW", "BUDGET",
         "the prover believed it used 200 MiB; the kernel charged 255 MiB: 55.0 MiB beyond what it saw"}) {
     EXPECT_TRUE(contains(r.out, part)) << part << "\n" << r.out;
   }

@@ -398,7 +398,7 @@ TEST(ReportSummary, FallsBackToTheLastSampleAndSaysSo) {
 
 TEST(Report, BreakdownListsVisibleAndInvisibleParts) {
   std::string r = renderReport(storyRecord());
-  EXPECT_TRUE(contains(r, "BREAKDOWN  (of /jobs/prover at the last sample, 1.0 s before the kill")) << r;
+  EXPECT_TRUE(contains(r, "BEFORE THE KILL  (/jobs/prover at the last sample, 1.0 s before the kill")) << r;
   EXPECT_TRUE(contains(r, "usage 250 MiB: visible 205 MiB + invisible 45.0 MiB, unattributed 0 B")) << r;
   std::string anon = lineStarting(r, "anon");
   EXPECT_TRUE(contains(anon, "visible") && contains(anon, "190 MiB") && contains(anon, "exact")) << anon;

@@ -196,5 +196,42 @@ TEST(Verdict, TheProversTreeFollowsParentsAndStaysBounded) {
   EXPECT_FALSE(t.contains(500));
 }
 
+// The OOM domain is the prover's cgroup and the kernel's report came: the margin learns from the
+// overhead at the kill (page tables, slab, shmem nobody maps), not from a sample seconds old.
+TEST(Verdict, TheKillsOwnBreakdownIsTheOverheadWhenTheDomainIsTheProvers) {
+  AttemptEvidence ev = evidence(kKilled);
+  ev.oom_kills_after = 3;
+  OomEvent e = killOf(kChild, "prover", "/jobs/prover");
+  e.from_kmsg = true;
+  e.domain_cgroup = "/jobs/prover";
+  OomMemcgState k;
+  k.memory.usage = 768 * kMiB;
+  k.memory.limit = 768 * kMiB;
+  for (auto [key, v] : {std::pair{"anon", 700 * kMiB},
+                        {"file", 20 * kMiB},
+                        {"shmem", 16 * kMiB},
+                        {"file_mapped", 0 * kMiB},
+                        {"kernel", 48 * kMiB},
+                        {"pagetables", 30 * kMiB},
+                        {"slab_unreclaimable", 10 * kMiB},
+                        {"kernel_stack", 2 * kMiB}})
+    k.stats.set(key, v);
+  e.kernel_memcg = k;
+  ev.ooms.push_back(e);
+  Verdict v = classifyAttempt(ev);
+  ASSERT_TRUE(v.kill);
+  EXPECT_EQ(v.kill->charge, 768 * kMiB) << "the domain's charge at the kill";
+  EXPECT_EQ(v.kill->page_tables, 30 * kMiB) << "the report's, not the victim's 6 MiB";
+  EXPECT_EQ(v.kill->kernel, 16 * kMiB + 10 * kMiB + 2 * kMiB + 6 * kMiB)
+      << "shmem nobody maps, slab, stacks and the rest of the kernel's charge";
+  EXPECT_THAT(v.kill->what, HasSubstr("overhead at the kill from the kernel's OOM report"));
+  // A wider domain holds neighbours: its overhead is not the prover's.
+  ev.ooms.back().domain_cgroup = "/jobs";
+  v = classifyAttempt(ev);
+  ASSERT_TRUE(v.kill);
+  EXPECT_EQ(v.kill->page_tables, 6 * kMiB);
+  EXPECT_EQ(v.kill->kernel, 2 * kMiB);
+}
+
 }  // namespace
 }  // namespace headroom
