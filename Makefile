@@ -9,12 +9,15 @@ RELEASE := build/release
 DEBUG := build/debug
 CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
 
-.PHONY: all deps build build-debug run test test-kernels capture-fixtures unit-test tidy format bench demo clean
+.PHONY: all deps deps-build build build-debug run test test-kernels capture-fixtures unit-test tidy format bench demo clean
 
 all: build
 
 deps:
 	@./deploy/install-deps.sh
+
+deps-build:
+	@./deploy/install-deps.sh --build-only
 
 $(RELEASE)/build.ninja:
 	cmake -S . -B $(RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DHEADROOM_TESTS=OFF
@@ -36,7 +39,15 @@ build-debug: deps $(DEBUG)/build.ninja
 run: build
 	$(RELEASE)/headroom agent
 
-test: build-debug
+# The tests' packages (Chromium, qemu, Prometheus, ...) install while the Debug build runs: on a
+# fresh machine their download is most of their time, and the build needs none of them.
+test: deps-build
+	@$(MAKE) --no-print-directory $(DEBUG)/build.ninja
+	@mkdir -p build; ./deploy/install-deps.sh --test-only > build/install-test-deps.log 2>&1 & deps=$$!; \
+	  cmake --build $(DEBUG) -j $(JOBS); built=$$?; wait $$deps; installed=$$?; \
+	  cat build/install-test-deps.log; \
+	  if [ $$installed -ne 0 ]; then echo "make test: the tests' packages did not install (above)" >&2; exit 1; fi; \
+	  exit $$built
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS)
 
 # The kernel matrix (root; docs/development.md says how long): every kernel-facing suite in qemu
@@ -51,7 +62,15 @@ test-kernels: build-debug
 capture-fixtures: build-debug
 	python3 tests/kernels/matrix.py --suite capture --runs 6.1:v2-systemd,6.12:v2-systemd,host
 
-unit-test: build-debug
+unit-# The tests' packages (Chromium, qemu, Prometheus, ...) install while the Debug build runs: on a
+# fresh machine their download is most of their time, and the build needs none of them.
+test: deps-build
+	@$(MAKE) --no-print-directory $(DEBUG)/build.ninja
+	@mkdir -p build; ./deploy/install-deps.sh --test-only > build/install-test-deps.log 2>&1 & deps=$$!; \
+	  cmake --build $(DEBUG) -j $(JOBS); built=$$?; wait $$deps; installed=$$?; \
+	  cat build/install-test-deps.log; \
+	  if [ $$installed -ne 0 ]; then echo "make test: the tests' packages did not install (above)" >&2; exit 1; fi; \
+	  exit $$built
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS) -L unit
 
 # Benchmarks: a Release build with the bench programs, then tests/bench/run.py (root).

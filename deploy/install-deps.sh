@@ -12,12 +12,19 @@ build_pkgs=(
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libsystemd-dev
 )
 test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml libxml2-utils libcap2-bin systemd
+           # the HTML report looked at in a real browser (tests/kit/report_browser_test.py)
+           chromium
            # the kernel matrix (tests/kernels): Debian's kernels under qemu, a busybox initramfs,
            # and podman for the container scenarios inside the cgroup v2 guests
            qemu-system-x86 busybox-static cpio kmod podman)
 
-want=("${build_pkgs[@]}")
-if [ "${1:-}" != "--build-only" ]; then want+=("${test_pkgs[@]}"); fi
+# --build-only: what the build needs; --test-only: what the tests need besides (make test installs
+# those while it builds).
+case "${1:-}" in
+  --build-only) want=("${build_pkgs[@]}") ;;
+  --test-only) want=("${test_pkgs[@]}") ;;
+  *) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+esac
 
 missing=()
 for p in "${want[@]}"; do

@@ -132,6 +132,7 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
   return {
       {"version", kRecordVersion},
       {"time", seconds(e.wall_time_ns)},
+      {"kill_time", ctx.kill_wall_ns != 0 ? json(seconds(ctx.kill_wall_ns)) : json(nullptr)},
       {"host",
        {{"hostname", ctx.host.hostname}, {"kernel", ctx.host.kernel}, {"agent_version", ctx.host.agent_version}}},
       {"at_kill", std::move(at_kill)},

@@ -96,6 +96,7 @@ std::string sparkline(const std::vector<double>& values) {
 }
 
 std::optional<double> recordTime(const json& record) {
+  if (auto kill = secondsOf(numberAt(record, "kill_time"))) return kill;  // the moment itself
   if (auto ns = numberAt(objectAt(record, "event"), "wall_time_ns"); ns && *ns > 0) return *ns / 1e9;
   return secondsOf(numberAt(record, "time"));
 }
@@ -161,6 +162,6 @@ std::string renderRecordList(const std::vector<json>& records) {
   return renderTableText(t, "");
 }
 
-std::string renderReportHtml(const json& record) { return renderDocHtml(buildDoc(record), svgElement(record)); }
+std::string renderReportHtml(const json& record) { return renderDocHtml(buildDoc(record), svgElement(record, false)); }
 
 }  // namespace headroom

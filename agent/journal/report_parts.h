@@ -113,7 +113,8 @@ std::vector<double> resample(const std::vector<double>& v, std::size_t width);
 // The report as a document: its sections in order (report_sections.cpp).
 Doc buildDoc(const json& rec);
 
-// The last minute before the kill as an SVG element: the parts stacked, the limit, the kill.
-std::string svgElement(const json& rec);
+// The last minute before the kill as an SVG element: the parts stacked, the limit, the kill;
+// with `caption`, the report's sentence above them (a picture standing alone).
+std::string svgElement(const json& rec, bool caption);
 
 }  // namespace headroom::report_detail

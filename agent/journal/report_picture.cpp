@@ -44,7 +44,10 @@ std::string renderDocHtml(const Doc& d, const std::string& svg) {
        "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;"
        "padding:0 1em;color:#222}\n"
        "h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}h2 small{font-weight:normal;color:#666}\n"
-       ".summary{font-size:1.1em;background:#fbeaea;border-left:4px solid #c00;padding:.6em 1em}\n"
+       ".summary{font-size:1.1em;background:#fbeaea;border-left:4px solid #c00;padding:.6em 1em;"
+       "overflow-wrap:anywhere}\n"
+       "p{overflow-wrap:anywhere}\n"
+       ".wide{overflow-x:auto;max-width:100%}\n"
        "table{border-collapse:collapse;margin:.4em 0 .8em}\n"
        "th,td{padding:2px 10px;border-bottom:1px solid #e4e4e4;text-align:left;white-space:nowrap}\n"
        "th{background:#f4f4f4}.r{text-align:right;font-variant-numeric:tabular-nums}\n"
@@ -70,7 +73,7 @@ std::string renderDocHtml(const Doc& d, const std::string& svg) {
         if (t.mono.count(i)) c += c.empty() ? "mono" : " mono";
         return c.empty() ? std::string() : " class=\"" + c + "\"";
       };
-      o += "<table>\n<thead><tr>";
+      o += "<div class=\"wide\"><table>\n<thead><tr>";
       for (std::size_t i = 0; i < t.header.size(); ++i) o += "<th" + cls(i) + ">" + xmlEscape(t.header[i]) + "</th>";
       o += "</tr></thead>\n<tbody>\n";
       for (const auto& r : t.rows) {
@@ -79,7 +82,7 @@ std::string renderDocHtml(const Doc& d, const std::string& svg) {
           o += "<td" + cls(i) + ">" + xmlEscape(i < r.size() ? r[i] : "") + "</td>";
         o += "</tr>\n";
       }
-      o += "</tbody>\n</table>\n";
+      o += "</tbody>\n</table></div>\n";
     }
     o += "</section>\n";
   }
@@ -134,12 +137,14 @@ double secondsStep(double span) {
   return std::ceil(span / 8 / 3600) * 3600;
 }
 
-std::string svgElement(const json& rec) {
-  constexpr double kW = 1000, kH = 540;
+std::string svgElement(const json& rec, bool caption) {
+  constexpr double kW = 1000;
   std::string summary = reportSummary(rec);
-  std::vector<std::string> title_lines = wrapWords(summary, 130);
-  const double top = 28 + 16.0 * static_cast<double>(title_lines.size()) + 14;
-  const double left = 88, right = kW - 250, bottom = kH - 56;
+  // Standing alone the picture carries its sentence; in the page the sentence is said above it.
+  std::vector<std::string> title_lines = caption ? wrapWords(summary, 130) : std::vector<std::string>{};
+  const double top = caption ? 28 + 16.0 * static_cast<double>(title_lines.size()) + 14 : 24;
+  const double height = top + 456;
+  const double left = 88, right = kW - 250, bottom = height - 56;
 
   Flight f = readFlight(rec);
   Domain d = domainOf(rec);
@@ -172,10 +177,11 @@ std::string svgElement(const json& rec) {
   const double ystep = byteStep(ymax);
   ymax = std::ceil(ymax / ystep) * ystep;
 
-  double window = f.window.value_or(0);
-  if (n > 0) window = std::max(window, -f.t.front());
+  // The axis spans the data it has (4 s of points fill the width, not a sliver of the recorder's
+  // minute), at least a second; with no points, the recorder's window.
+  double window = n > 0 ? std::max(1.0, -f.t.front()) : f.window.value_or(60);
   if (window <= 0) window = 60;
-  double xmin = -window;
+  double xmin = -window - (n > 1 ? 0.03 * window : 0.0);
   double xmax = n > 0 ? std::max(0.0, f.t.back()) : 0.0;
   xmax += (xmax - xmin) * 0.02;
   auto px = [&](double t) { return left + (t - xmin) / (xmax - xmin) * (right - left); };
@@ -185,8 +191,10 @@ std::string svgElement(const json& rec) {
   o += fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
-      kW, kH);
-  o += "<title>" + xmlEscape(summary) + "</title>\n";
+      kW, height);
+  // A tooltip: the sentence itself standing alone, what the picture is in the page (which says
+  // the sentence above it).
+  o += "<title>" + xmlEscape(caption ? summary : "memory of the cgroup before the OOM kill") + "</title>\n";
   std::string cg = f.cgroup.empty() ? recordCgroup(rec) : f.cgroup;
   o += "<desc>" +
        xmlEscape(
@@ -195,12 +203,14 @@ std::string svgElement(const json& rec) {
                        cg.empty() ? "the cgroup" : cg, secondsText(window),
                        intAt(rec, "id") ? fmt::format(" from journal record {}", *intAt(rec, "id")) : "")) +
        "</desc>\n";
-  o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", kW, kH);
-  o += "<g id=\"summary\" font-size=\"13\" fill=\"#222222\">\n";
-  for (std::size_t i = 0; i < title_lines.size(); ++i)
-    o += fmt::format("<text x=\"16\" y=\"{}\">{}</text>\n", num(24 + 16.0 * static_cast<double>(i)),
-                     xmlEscape(title_lines[i]));
-  o += "</g>\n";
+  o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", kW, height);
+  if (caption) {
+    o += "<g id=\"summary\" font-size=\"13\" fill=\"#222222\">\n";
+    for (std::size_t i = 0; i < title_lines.size(); ++i)
+      o += fmt::format("<text x=\"16\" y=\"{}\">{}</text>\n", num(24 + 16.0 * static_cast<double>(i)),
+                       xmlEscape(title_lines[i]));
+    o += "</g>\n";
+  }
 
   // Grid and axes.
   o += "<g id=\"y-axis\" fill=\"#444444\">\n";
@@ -330,7 +340,7 @@ std::string svgElement(const json& rec) {
     o += fmt::format(
         "<text id=\"domain-note\" x=\"{}\" y=\"{}\" fill=\"#cc0000\">the parts are {}'s; the limit and the kill's "
         "usage are its OOM domain {}'s</text>\n",
-        num(left), num(kH - 8), xmlEscape(cg), xmlEscape(d.cgroup));
+        num(left), num(height - 8), xmlEscape(cg), xmlEscape(d.cgroup));
   }
 
   // Legend.
@@ -365,7 +375,7 @@ std::string svgElement(const json& rec) {
 }  // namespace report_detail
 
 std::string renderReportSvg(const nlohmann::json& record) {
-  return "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n" + report_detail::svgElement(record);
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n" + report_detail::svgElement(record, true);
 }
 
 }  // namespace headroom

@@ -367,12 +367,24 @@ Section processesSection(const json& rec) {
   return s;
 }
 
+bool recordFlightLastIsKill(const json& rec) {
+  const json& points = arrayAt(objectAt(rec, "flight"), "points");
+  return !points.empty() && points.back().is_object() && flagAt(points.back(), "at_kill");
+}
+
 Section grewSection(const json& rec) {
   Section s{"WHAT GREW", "", {}};
   Flight f = readFlight(rec);
   std::string cg = f.cgroup.empty() ? recordCgroup(rec) : f.cgroup;
   if (f.t.empty()) {
     s.blocks.emplace_back(std::string("not known: the flight recorder kept no samples of this cgroup before the kill"));
+    return s;
+  }
+  if (f.t.size() == 1) {
+    s.blocks.emplace_back(fmt::format(
+        "one point only ({}): nothing to compare; the cgroup lived between two samples or the recorder had just "
+        "started",
+        recordFlightLastIsKill(rec) ? "the kill itself" : "the last sample"));
     return s;
   }
   double window = f.window.value_or(std::max(1.0, -f.t.front()));

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "headroom/util/units.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
 #include "testing/integration.h"
@@ -120,10 +121,23 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
     EXPECT_GE(p["page_tables_bytes"].get<double>(), 7.0 * kMiB);
   }
   EXPECT_TRUE(found) << rec["processes"].dump();
-  // The breakdown is the last sample's: the flight recorder's last point is the same sample.
+  // The breakdown at the kill, from the kernel's own report: the same mix, adding up.
+  const auto& at = rec["at_kill"];
+  ASSERT_TRUE(at.is_object()) << rec.dump();
+  EXPECT_EQ(at["source"], "kernel report");
+  EXPECT_EQ(at["cgroup"], sb->path());
+  EXPECT_EQ(at["adds_up"], true) << at.dump();
+  std::map<std::string, double> kill_parts;
+  for (const auto& p : at["parts"]) kill_parts[p["kind"].get<std::string>()] = p["bytes"].get<double>();
+  EXPECT_GE(kill_parts["pagetables"], 7.0 * kMiB) << at.dump();
+  EXPECT_GE(kill_parts["shmem_mapped"] + kill_parts["shmem_unmapped"], 31.0 * kMiB) << at.dump();
+  EXPECT_GT(at["usage_bytes"].get<double>(), 250.0 * kMiB);
+  // The last sample stays, as before the kill; the flight's last point is the kill itself.
   const auto& points = rec["flight"]["points"];
-  ASSERT_GE(points.size(), 3u) << "three samples before the climb, and those during it";
-  EXPECT_EQ(points.back()["usage_bytes"], rec["cgroup"]["memory"]["usage_bytes"]);
+  ASSERT_GE(points.size(), 4u) << "three samples before the climb, those during it, and the kill";
+  EXPECT_EQ(points.back()["at_kill"], true);
+  EXPECT_EQ(points.back()["usage_bytes"], at["usage_bytes"]);
+  EXPECT_EQ(points[points.size() - 2]["usage_bytes"], rec["cgroup"]["memory"]["usage_bytes"]);
   // What grew before the kill: the anon part climbed.
   double first_anon = points.front()["parts"].value("anon", 0.0), last_anon = points.back()["parts"].value("anon", 0.0);
   EXPECT_GT(last_anon, first_anon + 16.0 * kMiB) << points.dump();
@@ -142,6 +156,7 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
             std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("WHAT GREW"), std::string::npos);
+  EXPECT_LT(text.out.find("AT THE KILL"), text.out.find("KILLED")) << "the moment of the kill leads";
   EXPECT_NE(text.out.find("the prover believed it used 100 MiB"), std::string::npos) << text.out;
   auto xml = runCommand({"/bin/sh", "-c", "xmllint --noout \"$0\"", tmp.file("kill.svg")});
   EXPECT_EQ(xml.exit_code, 0) << xml.err;
@@ -151,6 +166,71 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
   EXPECT_NE(svg.str().find("id=\"kill\""), std::string::npos);
   // The metrics say it.
   EXPECT_NE(agent.metrics().find("headroom_journal_records_total 1"), std::string::npos);
+}
+
+// A cgroup born and OOM-killed between two samples (the agent samples once a minute): the record
+// still has the whole picture of the moment from the kernel's report, the cgroup's files read at
+// the kill, and the parts of a known mix where they belong — page tables of a sparse mapping,
+// a tmpfs file nobody maps, an mlock'd pool — adding up to the kernel's charge within 1%.
+TEST(Journal, ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill) {
+  SKIP_WITHOUT_ROOT();
+  TempDir tmp;
+  Agent agent({"--interval", "60s", "--journal", tmp.file("oom.hrj"), "--budget.enabled", "false"});
+  ASSERT_TRUE(agent.waitLog("journal: OOM kills are recorded in")) << agent.logText();
+  // The first sample is taken at start; the next comes a minute later.
+  auto samples = [&] { return testing::metric(agent.metrics(), "headroom_samples_total").value_or(0); };
+  for (auto end = Clock::now() + 60s; samples() < 1 && Clock::now() < end;) std::this_thread::sleep_for(50ms);
+  const double samples_before = samples();
+  ASSERT_EQ(samples_before, 1) << agent.logText();
+  auto sb = CgroupSandbox::create("journal-brief");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(160 * kMiB));
+  std::string tmpfs = fmt::format("/dev/shm/headroom-journal-brief-{}", ::getpid());
+  auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--sparse", std::to_string(4096 * kMiB), "--tmpfs-file", tmpfs,
+                                std::to_string(24 * kMiB), "--mlock", std::to_string(16 * kMiB), "--anon",
+                                std::to_string(512 * kMiB)},
+                               sb->procsFile());
+  ASSERT_TRUE(w) << w.error().describe();
+  auto recorded = agent.waitLog("OOM kill recorded as record 1", 60s);
+  std::filesystem::remove(tmpfs);
+  ASSERT_TRUE(recorded) << agent.logText();
+  EXPECT_EQ(samples(), samples_before)
+      << "no sample came between the cgroup's birth and its kill";
+
+  nlohmann::json rec = reportJson(tmp.file("oom.hrj"));
+  EXPECT_TRUE(rec["cgroup"].is_null()) << "never sampled";
+  const auto& at = rec["at_kill"];
+  ASSERT_TRUE(at.is_object()) << rec.dump();
+  EXPECT_EQ(at["source"], "kernel report");
+  EXPECT_EQ(at["cgroup"], sb->path());
+  EXPECT_EQ(at["limit_bytes"], 160 * kMiB);
+  EXPECT_EQ(at["adds_up"], true) << at.dump();
+  double usage = at["usage_bytes"].get<double>();
+  EXPECT_LE(std::abs(at["unattributed_bytes"].get<double>()), 0.01 * usage) << at.dump();
+  std::map<std::string, double> parts;
+  for (const auto& p : at["parts"]) parts[p["kind"].get<std::string>()] = p["bytes"].get<double>();
+  EXPECT_GE(parts["pagetables"], 7.0 * kMiB) << "4 GiB of sparse address space: 8 MiB of page tables\n" << at.dump();
+  EXPECT_GE(parts["shmem_unmapped"], 23.0 * kMiB) << "the tmpfs file nobody maps\n" << at.dump();
+  EXPECT_GE(parts["anon"], 16.0 * kMiB) << "the mlock'd pool is anon\n" << at.dump();
+  // What the kernel printed, every key, and the cgroup's files read at the kill.
+  EXPECT_FALSE(rec["event"]["kernel_report"]["memcg"]["stats"].empty());
+  bool read = false;
+  for (const auto& c : rec["event"]["read_at_kill"]["cgroups"]) {
+    if (c["path"] != sb->path()) continue;
+    read = true;
+    EXPECT_GE(c["peak_bytes"].get<double>(), 150.0 * kMiB) << c.dump();
+  }
+  EXPECT_TRUE(read) << rec["event"]["read_at_kill"].dump();
+  // The flight recorder never saw it: its one point is the kill.
+  ASSERT_EQ(rec["flight"]["points"].size(), 1u);
+  EXPECT_EQ(rec["flight"]["points"][0]["at_kill"], true);
+
+  auto text = runCommand({HEADROOM_BINARY, "report", "--journal", tmp.file("oom.hrj")});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find(fmt::format("the kernel charged {}", formatBytes(static_cast<std::uint64_t>(usage)))), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("shmem nobody maps"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the parts add up to the charge within 1%"), std::string::npos) << text.out;
 }
 
 TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKeepsAppending) {

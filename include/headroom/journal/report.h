@@ -33,7 +33,8 @@ std::string renderReportSvg(const nlohmann::json& record);
 // A self-contained page: the report's text parts as HTML tables and the SVG inline.
 std::string renderReportHtml(const nlohmann::json& record);
 
-// When a record happened, in unix seconds: the event's wall time, else the record's `time`.
+// When a record happened, in unix seconds: the kill itself (`kill_time`), else the event's wall
+// time, else the record's `time`.
 std::optional<double> recordTime(const nlohmann::json& record);
 
 // `--since`: "2026-12-02T14:00:00Z" (a fraction and a ±HH:MM offset allowed), "2026-12-02

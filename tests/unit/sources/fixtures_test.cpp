@@ -35,17 +35,20 @@ void expectProvenance(const fs::path& fixture, const fs::path& provenance) {
 TEST(Fixtures, EveryRealCaptureHasItsProvenance) {
   const fs::path root = testing::fixturePath("");
   int real = 0, hand = 0;
-  for (const auto& e : fs::directory_iterator(root / "kmsg")) {
-    if (e.path().extension() != ".txt") continue;
-    if (handMade(e.path())) {
-      ++hand;
-      continue;
+  // Files (kernel logs, journals) carry a provenance beside them.
+  for (const char* dir : {"kmsg", "journal"}) {
+    for (const auto& e : fs::directory_iterator(root / dir)) {
+      if (e.path().extension() != ".txt" && e.path().extension() != ".hrj") continue;
+      if (handMade(e.path())) {
+        ++hand;
+        continue;
+      }
+      ++real;
+      expectProvenance(e.path(), e.path().string() + ".provenance");
     }
-    ++real;
-    expectProvenance(e.path(), e.path().string() + ".provenance");
   }
   for (const auto& e : fs::directory_iterator(root)) {
-    if (!e.is_directory() || e.path().filename() == "kmsg") continue;
+    if (!e.is_directory() || e.path().filename() == "kmsg" || e.path().filename() == "journal") continue;
     if (handMade(e.path())) {
       ++hand;
       continue;
