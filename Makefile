@@ -1,5 +1,5 @@
 # headroom: the two set-up commands, plus the rest. Thin: CMake does the building.
-#   make run    install missing Debian packages, build (Release), start the agent on safe defaults
+#   make run    install missing build packages, build (Release), start the agent on safe defaults
 #   make test   install missing packages, build (Debug, ASan+UBSan), run every test through ctest
 #   make demo   the incident headroom exists for, reproduced at small scale (root)
 #   make test-kernels  the kernel-facing suites on Debian's 6.1 and 6.12 (cgroup v2) under qemu, and here
@@ -28,7 +28,7 @@ $(DEBUG)/build.ninja:
 	cmake -S . -B $(DEBUG) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DHEADROOM_SANITIZERS=ON \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 
-build: deps $(RELEASE)/build.ninja
+build: deps-build $(RELEASE)/build.ninja
 	cmake --build $(RELEASE) -j $(JOBS)
 
 build-debug: deps $(DEBUG)/build.ninja
@@ -62,15 +62,7 @@ test-kernels: build-debug
 capture-fixtures: build-debug
 	python3 tests/kernels/matrix.py --suite capture --runs 6.1:v2-systemd,6.12:v2-systemd,host
 
-unit-# The tests' packages (Chromium, qemu, Prometheus, ...) install while the Debug build runs: on a
-# fresh machine their download is most of their time, and the build needs none of them.
-test: deps-build
-	@$(MAKE) --no-print-directory $(DEBUG)/build.ninja
-	@mkdir -p build; ./deploy/install-deps.sh --test-only > build/install-test-deps.log 2>&1 & deps=$$!; \
-	  cmake --build $(DEBUG) -j $(JOBS); built=$$?; wait $$deps; installed=$$?; \
-	  cat build/install-test-deps.log; \
-	  if [ $$installed -ne 0 ]; then echo "make test: the tests' packages did not install (above)" >&2; exit 1; fi; \
-	  exit $$built
+unit-test: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS) -L unit
 
 # Benchmarks: a Release build with the bench programs, then tests/bench/run.py (root).
