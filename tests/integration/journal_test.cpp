@@ -210,7 +210,9 @@ TEST(Journal, ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill) 
   std::map<std::string, double> parts;
   for (const auto& p : at["parts"]) parts[p["kind"].get<std::string>()] = p["bytes"].get<double>();
   EXPECT_GE(parts["pagetables"], 7.0 * kMiB) << "4 GiB of sparse address space: 8 MiB of page tables\n" << at.dump();
-  EXPECT_GE(parts["shmem_unmapped"], 23.0 * kMiB) << "the tmpfs file nobody maps\n" << at.dump();
+  // 24 MiB; before 6.2 the task dump has no rss_shmem and the mapped part is bounded by file_mapped
+  // (the binary's own pages among them), so a little less may show as unmapped.
+  EXPECT_GE(parts["shmem_unmapped"], 20.0 * kMiB) << "the tmpfs file nobody maps\n" << at.dump();
   EXPECT_GE(parts["anon"], 16.0 * kMiB) << "the mlock'd pool is anon\n" << at.dump();
   // What the kernel printed, every key, and the cgroup's files read at the kill.
   EXPECT_FALSE(rec["event"]["kernel_report"]["memcg"]["stats"].empty());

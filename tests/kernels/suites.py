@@ -4,7 +4,8 @@ reads test by test.
 
 - smoke: the v2 path that `make test` guards on every submission: a real OOM kill caught by BPF
   and kmsg and told apart from kill -9, snapshot truth against /proc and memory.stat (the root
-  cgroup's processes included), and one `headroom run` retry.
+  cgroup's processes included), one `headroom run` retry, and the journal's picture of a kill
+  from the kernel's report (a cgroup born and killed between two samples).
 - full: every integration test, the privileged kit tests (the demo, Prometheus on a real agent,
   the systemd unit's capability set) and the container scenarios.
 - capture: real fixtures for the unit tests (tests/fixtures/capture.sh): the cgroup tree and
@@ -23,6 +24,7 @@ SMOKE_TESTS = [
     "SnapshotLive.BreakdownMatchesKnownAllocations",
     "SnapshotLive.EveryProcessIsInTheTable",
     "Run.AnOomKilledProverIsRetriedWithALargerMarginAndSucceeds",
+    "Journal.ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill",
 ]
 
 
