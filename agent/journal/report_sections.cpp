@@ -174,7 +174,9 @@ Section momentSection(const json& rec) {
   if (source == "files read after the kill") {
     auto after = numberAt(at, "read_after_seconds");
     s.subtitle = fmt::format("the OOM domain's files, read {} after the kill; derived, not the kernel's own report",
-                             after ? secondsText(*after) : "just");
+                             !after         ? std::string("just")
+                             : *after < 1.0 ? fmt::format("{:.1f} ms", *after * 1e3)
+                                            : secondsText(*after));
   } else if (source == "kernel report (Mem-Info)") {
     s.subtitle = "the whole machine, from the kernel's OOM report (Mem-Info)";
   } else {

@@ -84,10 +84,13 @@ std::string formatUtcMs(std::int64_t unix_ms, UtcFormat format) {
   std::tm tm{};
   if (gmtime_r(&t, &tm) == nullptr) return "?";
   std::array<char, 48> buf{};
-  const char* pattern = format == UtcFormat::kClock       ? "%H:%M:%S UTC"
-                        : format == UtcFormat::kIsoMillis ? "%Y-%m-%dT%H:%M:%S"
-                                                          : "%Y-%m-%d %H:%M:%S UTC";
-  std::size_t n = std::strftime(buf.data(), buf.size(), pattern, &tm);
+  // Literal patterns, one call each, so that the compilers check them (-Wformat-nonliteral).
+  std::size_t n = 0;
+  switch (format) {
+    case UtcFormat::kClock: n = std::strftime(buf.data(), buf.size(), "%H:%M:%S UTC", &tm); break;
+    case UtcFormat::kIsoMillis: n = std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%S", &tm); break;
+    case UtcFormat::kDateTime: n = std::strftime(buf.data(), buf.size(), "%Y-%m-%d %H:%M:%S UTC", &tm); break;
+  }
   std::string out(buf.data(), n);
   if (format == UtcFormat::kIsoMillis) out += fmt::format(".{:03d}Z", ms);
   return out;

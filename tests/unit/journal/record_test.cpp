@@ -330,6 +330,74 @@ TEST(Record, NeverSampledCgroupIsNullAndAnInvalidBudgetIsNone) {
   }
 }
 
+// The kernel's report came: the record leads with the breakdown at the kill, the last sample
+// stays as before it, and the flight's last point is the kill itself at its own time.
+TEST(Record, TheBreakdownAtTheKillLeadsAndTheFlightEndsWithTheKill) {
+  testing::FixtureTree t;
+  auto snap = testing::provingSnapshot(t, {"prover=comm:cuzk"});
+  OomEvent e = memcgKill(snap->wall_time_ns);
+  e.domain_cgroup = "/proving/prover";
+  OomMemcgState k;
+  k.memory.usage = 4 * kGiB;
+  k.memory.limit = 4 * kGiB;
+  k.memory.failcnt = 7;
+  for (auto [key, v] : {std::pair{"anon", 3 * kGiB},
+                        {"file", 512 * kMiB},
+                        {"shmem", 256 * kMiB},
+                        {"file_mapped", 0 * kMiB},
+                        {"kernel", 512 * kMiB},
+                        {"pagetables", 400 * kMiB}})
+    k.stats.set(key, v);
+  e.kernel_memcg = k;
+  RecordContext ctx;
+  ctx.event = &e;
+  ctx.last = snap.get();
+  ctx.kill_wall_ns = snap->wall_time_ns + 2 * kSec;
+  FlightPoint before;
+  before.wall_time_ns = snap->wall_time_ns;
+  before.usage = 3 * kGiB;
+  ctx.flight = {before};
+  json r = makeOomRecord(ctx);
+  const json& at = r["at_kill"];
+  EXPECT_EQ(at["source"], "kernel report");
+  EXPECT_EQ(at["cgroup"], "/proving/prover");
+  EXPECT_EQ(at["usage_bytes"], 4 * kGiB);
+  EXPECT_EQ(at["failcnt"], 7);
+  EXPECT_EQ(at["adds_up"], true) << at.dump();
+  EXPECT_FALSE(r["event"].contains("at_kill")) << "said once, at the record's top";
+  EXPECT_EQ(r["event"]["kernel_report"]["memcg"]["stats"]["pagetables"], 400 * kMiB);
+  EXPECT_DOUBLE_EQ(r["kill_time"].get<double>(), static_cast<double>(ctx.kill_wall_ns) / 1e9);
+  EXPECT_EQ(r["cgroup"]["path"], "/proving/prover") << "the last sample, before the kill";
+  const json& points = r["flight"]["points"];
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_FALSE(points[0].contains("at_kill"));
+  EXPECT_EQ(points[1]["at_kill"], true);
+  EXPECT_EQ(points[1]["usage_bytes"], 4 * kGiB);
+  EXPECT_EQ(points[1]["parts"]["shmem_unmapped"], 256 * kMiB);
+  EXPECT_DOUBLE_EQ(points[1]["time"].get<double>(), static_cast<double>(ctx.kill_wall_ns) / 1e9);
+  EXPECT_EQ(r["largest_cgroups"], nullptr) << "a memcg kill";
+  // A breakdown of another cgroup than the flight's adds no point to it.
+  e.domain_cgroup = "/proving";
+  r = makeOomRecord(ctx);
+  EXPECT_EQ(r["flight"]["points"].size(), 1u);
+}
+
+TEST(Record, AGlobalKillListsTheLargestCgroupsOfTheLastSample) {
+  testing::FixtureTree t;
+  auto snap = testing::provingSnapshot(t, {"prover=comm:cuzk"});
+  OomEvent e = memcgKill(snap->wall_time_ns);
+  e.global = true;
+  e.domain_cgroup.reset();
+  RecordContext ctx;
+  ctx.event = &e;
+  ctx.last = snap.get();
+  json r = makeOomRecord(ctx);
+  ASSERT_TRUE(r["largest_cgroups"].is_array());
+  ASSERT_FALSE(r["largest_cgroups"].empty());
+  EXPECT_EQ(r["largest_cgroups"][0]["path"], snap->cgroups[0].memory.path) << "largest first";
+  EXPECT_EQ(r["largest_cgroups"][0]["usage_bytes"], snap->cgroups[0].memory.usage);
+}
+
 TEST(Record, RoundTripsThroughTheJournal) {
   testing::FixtureTree t;
   auto snap = provingWithHelpers(t);

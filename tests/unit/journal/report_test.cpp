@@ -2,6 +2,7 @@
 // summary, the breakdown, the sparklines, the budget gap, partial records, SVG and HTML.
 #include "headroom/journal/report.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -395,6 +396,66 @@ TEST(ReportSummary, FallsBackToTheLastSampleAndSaysSo) {
 }
 
 // ---- the text report ----
+
+json atKill(const char* source) {
+  return json::parse(fmt::format(R"({{"source": "{}", "cgroup": "/jobs/prover", "usage_bytes": {}, "limit_bytes": {},
+    "failcnt": 12, "visible_bytes": {}, "invisible_bytes": {}, "unattributed_bytes": 4096, "adds_up": true,
+    "parts": [{{"kind": "anon", "visible": true, "bytes": {}, "accuracy": "exact", "source": "the OOM report's anon"}},
+              {{"kind": "pagetables", "visible": false, "bytes": {}, "accuracy": "exact", "source": "the OOM report's pagetables"}},
+              {{"kind": "shmem_unmapped", "visible": false, "bytes": {}, "accuracy": "derived", "source": "x"}},
+              {{"kind": "slab_unreclaimable", "visible": false, "bytes": 0, "accuracy": "exact", "source": "y"}}],
+    "notes": ["a note"]}})",
+                                 source, 256 * kMiB, 256 * kMiB, 200 * kMiB, 56 * kMiB, 200 * kMiB, 40 * kMiB,
+                                 16 * kMiB));
+}
+
+// The moment of the kill leads: what the prover believed, what the kernel charged and where, the
+// invisible parts largest first (those that held nothing left out), then the table.
+TEST(Report, TheMomentOfTheKillLeads) {
+  json rec = storyRecord();
+  rec["at_kill"] = atKill("kernel report");
+  std::string r = renderReport(rec);
+  EXPECT_LT(r.find("AT THE KILL  (the OOM domain, from the kernel's own OOM report)"), r.find("KILLED")) << r;
+  EXPECT_LT(r.find("KILLED"), r.find("BEFORE THE KILL"));
+  std::string at = section(r, "AT THE KILL");
+  EXPECT_TRUE(contains(at,
+                       "the prover believed it used 200 MiB; the kernel charged 256 MiB to /jobs/prover (limit "
+                       "256 MiB): 56.0 MiB invisible to any process — page tables 40.0 MiB, shmem nobody maps "
+                       "16.0 MiB; besides anon 200 MiB"))
+      << at;
+  EXPECT_FALSE(contains(at, "unreclaimable slab 0")) << at;
+  EXPECT_TRUE(contains(at, "the parts add up to the charge within 1% (unattributed 4.00 KiB)")) << at;
+  EXPECT_TRUE(contains(at, "the limit was hit 12 times")) << at;
+  EXPECT_TRUE(contains(at, "note: a note")) << at;
+  EXPECT_FALSE(lineStarting(at, "pagetables").empty()) << at;
+}
+
+TEST(Report, TheMomentFromFilesReadSaysHowLateAndAGlobalOneNamesSlabAndCgroups) {
+  json rec = storyRecord();
+  rec["at_kill"] = atKill("files read after the kill");
+  rec["at_kill"]["read_after_seconds"] = 0.0021;
+  std::string whole = renderReport(rec);
+  EXPECT_TRUE(contains(whole, "AT THE KILL  (the OOM domain's files, read 2.1 ms after the kill; derived")) << whole;
+  std::string at;
+
+  rec["at_kill"] = atKill("kernel report (Mem-Info)");
+  rec["at_kill"]["cgroup"] = nullptr;
+  rec["at_kill"]["ram_bytes"] = 3 * 1024 * kMiB;
+  rec["at_kill"]["free_bytes"] = 40 * kMiB;
+  rec["at_kill"]["unreclaimable_slab"] =
+      json::parse(R"([{"name": "task_struct", "used_bytes": 1024, "total_bytes": 2048}])");
+  rec["largest_cgroups"] =
+      json::parse(R"([{"path": "/jobs/prover", "usage_bytes": 1048576, "invisible_bytes": 4096}])");
+  at = section(renderReport(rec), "AT THE KILL");
+  EXPECT_TRUE(contains(at, "the machine had 256 MiB in use")) << at;
+  EXPECT_TRUE(contains(at, "RAM 3.00 GiB, free 40.0 MiB")) << at;
+  EXPECT_FALSE(lineStarting(at, "task_struct").empty()) << at;
+  EXPECT_FALSE(lineStarting(at, "/jobs/prover").empty()) << at;
+
+  rec.erase("at_kill");
+  at = section(renderReport(rec), "AT THE KILL");
+  EXPECT_TRUE(contains(at, "not known: the record has no picture of the moment")) << at;
+}
 
 TEST(Report, BreakdownListsVisibleAndInvisibleParts) {
   std::string r = renderReport(storyRecord());
