@@ -168,6 +168,34 @@ TEST(ProverBudget, AConfirmedKillGrowsTheMarginOncePerPublishedBudget) {
   EXPECT_TRUE(b.onOomKill(proverKilled(5 * kSecond), first.get(), roles)) << "published: a new kill counts";
 }
 
+// The kernel's report of the prover's own cgroup came with the kill: the evidence is its charge
+// and overhead at the moment, not the last sample's.
+TEST(ProverBudget, TheKillsOwnBreakdownIsTheEvidenceWhenTheDomainIsTheProvers) {
+  ProvingHost s;
+  ProverBudget b(s.cfg, rules({"prover=comm:cuzk"}), {});
+  RoleMatcher roles(rules({"prover=comm:cuzk"}));
+  auto first = sampleAt(s.t, kSecond);
+  ASSERT_TRUE(b.update(*first, std::nullopt));
+  OomEvent e = proverKilled(2 * kSecond);
+  e.domain_cgroup = "/proving/prover";
+  OomMemcgState k;
+  k.memory.usage = 5 * kGiB;
+  for (auto [key, v] : {std::pair{"anon", 4 * kGiB},
+                        {"file", 0 * kMiB},
+                        {"kernel", 1 * kGiB},
+                        {"pagetables", 700 * kMiB},
+                        {"slab_unreclaimable", 300 * kMiB}})
+    k.stats.set(key, v);
+  e.kernel_memcg = k;
+  ASSERT_TRUE(b.onOomKill(e, first.get(), roles));
+  auto state = loadState(s.cfg.state_file);
+  ASSERT_TRUE(state && *state && (*state)->last_kill);
+  EXPECT_EQ((*state)->last_kill->charge, 5 * kGiB) << "the domain's charge at the kill";
+  EXPECT_EQ((*state)->last_kill->page_tables, 700 * kMiB);
+  EXPECT_EQ((*state)->last_kill->kernel, 324 * kMiB) << "slab, and the 24 MiB rest of the kernel's charge";
+  EXPECT_THAT((*state)->last_kill->what, HasSubstr("overhead at the kill from the kernel's OOM report"));
+}
+
 TEST(ProverBudget, AKillBesideTheProverCountsOnlyWhenTheProverWasNotKilled) {
   ProvingHost s;
   ProverBudget b(s.cfg, rules({"prover=comm:cuzk"}), {});
