@@ -277,7 +277,12 @@ std::string svgElement(const json& rec, bool caption) {
     if (pts.empty()) return false;
     if (pts.size() == 1) pts.emplace_back(pts[0].first + 3, pts[0].second);  // one sample: a short stroke
     std::string text;
-    for (const auto& [x, y] : pts) text += (text.empty() ? "" : " ") + num(x) + "," + num(y);
+    for (const auto& [x, y] : pts) {
+      if (!text.empty()) text += ' ';
+      text += num(x);
+      text += ',';
+      text += num(y);
+    }
     o += fmt::format("<polyline id=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{} points=\"{}\"/>\n", id,
                      stroke, dash[0] ? fmt::format(" stroke-dasharray=\"{}\"", dash) : std::string(), text);
     return true;

@@ -26,9 +26,10 @@ namespace headroom::report_detail {
 
 const json* field(const json& j, const char* key) {
   if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return nullptr;
-  return &*it;
+  const auto& object = j.get_ref<const json::object_t&>();
+  auto it = object.find(key);
+  if (it == object.end() || it->second.is_null()) return nullptr;
+  return &it->second;
 }
 
 const json& objectAt(const json& j, const char* key) {
@@ -115,7 +116,9 @@ std::string bytesText(double v) { return formatBytes(v <= 0 ? 0 : static_cast<st
 std::string changeText(double delta) {
   auto d = static_cast<std::int64_t>(std::llround(delta));
   if (d == 0) return "0 B";
-  return (d > 0 ? "+" : "") + formatSignedBytes(d);
+  std::string s = d > 0 ? "+" : "";
+  s += formatSignedBytes(d);
+  return s;
 }
 
 // "2026-12-02 14:03:11 UTC", or with `clock_only` "14:03:11 UTC".

@@ -283,7 +283,10 @@ void parseSlabLine(std::string_view line, std::vector<OomSlabCache>& out) {
   std::string_view u = f[f.size() - 2];
   if (!used || !total || u.size() < 2 || (u.substr(u.size() - 2) != "KB" && u.substr(u.size() - 2) != "kB")) return;
   std::string name;
-  for (std::size_t i = 0; i + 2 < f.size(); ++i) name += (name.empty() ? "" : " ") + std::string(f[i]);
+  for (std::size_t i = 0; i + 2 < f.size(); ++i) {
+    if (!name.empty()) name += ' ';
+    name.append(f[i]);
+  }
   out.push_back({std::move(name), *used, *total});
 }
 

@@ -79,8 +79,8 @@ void installRunSignalHandlers() {
 }
 
 struct Supervisor::Impl {
-  Impl(SupervisorConfig c, std::ostream& log, SourceRoot s, ProverCgroup cg)
-      : cfg(std::move(c)), log(log), source(std::move(s)), cgroup(std::move(cg)) {}
+  Impl(SupervisorConfig c, std::ostream& out, SourceRoot s, ProverCgroup cg)
+      : cfg(std::move(c)), log(out), source(std::move(s)), cgroup(std::move(cg)) {}
 
   void say(const std::string& line) { log << "headroom run: " << line << "\n" << std::flush; }
   Status prepare();
