@@ -13,6 +13,7 @@
 #include "headroom/daemon/prover_budget.h"
 #include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"
+#include "testing/kernel_report.h"
 
 namespace headroom {
 namespace {
@@ -178,15 +179,11 @@ TEST(ProverBudget, TheKillsOwnBreakdownIsTheEvidenceWhenTheDomainIsTheProvers) {
   ASSERT_TRUE(b.update(*first, std::nullopt));
   OomEvent e = proverKilled(2 * kSecond);
   e.domain_cgroup = "/proving/prover";
-  OomMemcgState k;
-  k.memory.usage = 5 * kGiB;
-  for (auto [key, v] : {std::pair{"anon", 4 * kGiB},
-                        {"file", 0 * kMiB},
-                        {"kernel", 1 * kGiB},
-                        {"pagetables", 700 * kMiB},
-                        {"slab_unreclaimable", 300 * kMiB}})
-    k.stats.set(key, v);
-  e.kernel_memcg = k;
+  e.kernel_memcg = testing::memcgReport(5 * kGiB, {{"anon", 4 * kGiB},
+                                                   {"file", 0},
+                                                   {"kernel", 1 * kGiB},
+                                                   {"pagetables", 700 * kMiB},
+                                                   {"slab_unreclaimable", 300 * kMiB}});
   ASSERT_TRUE(b.onOomKill(e, first.get(), roles));
   auto state = loadState(s.cfg.state_file);
   ASSERT_TRUE(state && *state && (*state)->last_kill);

@@ -10,6 +10,7 @@
 
 #include "headroom/model/snapshot_json.h"
 #include "testing/fixture_tree.h"
+#include "testing/kernel_report.h"
 
 namespace headroom {
 namespace {
@@ -337,18 +338,15 @@ TEST(Record, TheBreakdownAtTheKillLeadsAndTheFlightEndsWithTheKill) {
   auto snap = testing::provingSnapshot(t, {"prover=comm:cuzk"});
   OomEvent e = memcgKill(snap->wall_time_ns);
   e.domain_cgroup = "/proving/prover";
-  OomMemcgState k;
-  k.memory.usage = 4 * kGiB;
-  k.memory.limit = 4 * kGiB;
-  k.memory.failcnt = 7;
-  for (auto [key, v] : {std::pair{"anon", 3 * kGiB},
-                        {"file", 512 * kMiB},
-                        {"shmem", 256 * kMiB},
-                        {"file_mapped", 0 * kMiB},
-                        {"kernel", 512 * kMiB},
-                        {"pagetables", 400 * kMiB}})
-    k.stats.set(key, v);
-  e.kernel_memcg = k;
+  e.kernel_memcg = testing::memcgReport(4 * kGiB,
+                                        {{"anon", 3 * kGiB},
+                                         {"file", 512 * kMiB},
+                                         {"shmem", 256 * kMiB},
+                                         {"file_mapped", 0},
+                                         {"kernel", 512 * kMiB},
+                                         {"pagetables", 400 * kMiB}},
+                                        4 * kGiB);
+  e.kernel_memcg->memory.failcnt = 7;
   RecordContext ctx;
   ctx.event = &e;
   ctx.last = snap.get();

@@ -8,6 +8,7 @@
 #include <csignal>
 
 #include "headroom/supervisor/verdict.h"
+#include "testing/kernel_report.h"
 
 namespace headroom {
 namespace {
@@ -204,19 +205,16 @@ TEST(Verdict, TheKillsOwnBreakdownIsTheOverheadWhenTheDomainIsTheProvers) {
   OomEvent e = killOf(kChild, "prover", "/jobs/prover");
   e.from_kmsg = true;
   e.domain_cgroup = "/jobs/prover";
-  OomMemcgState k;
-  k.memory.usage = 768 * kMiB;
-  k.memory.limit = 768 * kMiB;
-  for (auto [key, v] : {std::pair{"anon", 700 * kMiB},
-                        {"file", 20 * kMiB},
-                        {"shmem", 16 * kMiB},
-                        {"file_mapped", 0 * kMiB},
-                        {"kernel", 48 * kMiB},
-                        {"pagetables", 30 * kMiB},
-                        {"slab_unreclaimable", 10 * kMiB},
-                        {"kernel_stack", 2 * kMiB}})
-    k.stats.set(key, v);
-  e.kernel_memcg = k;
+  e.kernel_memcg = testing::memcgReport(768 * kMiB,
+                                        {{"anon", 700 * kMiB},
+                                         {"file", 20 * kMiB},
+                                         {"shmem", 16 * kMiB},
+                                         {"file_mapped", 0},
+                                         {"kernel", 48 * kMiB},
+                                         {"pagetables", 30 * kMiB},
+                                         {"slab_unreclaimable", 10 * kMiB},
+                                         {"kernel_stack", 2 * kMiB}},
+                                        768 * kMiB);
   ev.ooms.push_back(e);
   Verdict v = classifyAttempt(ev);
   ASSERT_TRUE(v.kill);
