@@ -394,7 +394,7 @@ Section grewSection(const json& rec) {
                            f.t.size() == 1 ? "" : "s", cg.empty() ? "the cgroup" : cg);
   s.blocks.emplace_back(
       f.kill_time_known
-          ? fmt::format("from {} to {} before the kill", secondsText(-f.t.front()), secondsText(-f.t.back()))
+          ? fmt::format("from {} to {} before the kill", secondsText(-f.t.front()), secondsText(std::max(0.0, -f.t.back())))
           : std::string("the kill's time is not known: times are relative to the last sample"));
 
   constexpr std::size_t kWidth = 48;
