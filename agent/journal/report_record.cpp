@@ -226,6 +226,13 @@ Domain domainOf(const json& rec) {
   d.constraint = textAt(ev, "constraint");
   d.limit = bytesAt(od, "limit_bytes");
   d.usage = bytesAt(od, "usage_bytes");
+  // No kernel report named it: the domain the files read at the kill found (the nearest limit).
+  const json& at = objectAt(rec, "at_kill");
+  if (d.cgroup.empty() && !d.global && !textAt(at, "cgroup").empty()) {
+    d.cgroup = textAt(at, "cgroup");
+    if (!d.limit) d.limit = bytesAt(at, "limit_bytes");
+    if (!d.usage) d.usage = bytesAt(at, "usage_bytes");
+  }
   const json& cg = objectAt(rec, "cgroup");
   if (!d.limit && !d.global) {
     d.limit = bytesAt(objectAt(cg, "tightest_bound"), "limit_bytes");

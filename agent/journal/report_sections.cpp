@@ -135,11 +135,18 @@ std::string momentSentence(const json& rec, const json& at) {
     s = fmt::format("the prover believed it used {}; ", formatBytes(*self));
   const std::string cgroup = textAt(at, "cgroup");
   auto usage = bytesAt(at, "usage_bytes");
-  if (textAt(at, "source") == "kernel report (Mem-Info)")
+  const std::string source = textAt(at, "source");
+  if (source == "kernel report (Mem-Info)") {
     s += fmt::format("the machine had {} in use", bytesText(usage, "an amount not known"));
-  else
+  } else if (source == "files read after the kill") {
+    auto after = numberAt(at, "read_after_seconds");
+    s += fmt::format("{} the kill {} held {}",
+                     after ? fmt::format("{:.1f} ms after", *after * 1e3) : std::string("just after"),
+                     cgroup.empty() ? std::string("the domain") : cgroup, bytesText(usage, "an amount not known"));
+  } else {
     s += fmt::format("the kernel charged {}{}", bytesText(usage, "an amount not known"),
                      cgroup.empty() ? "" : " to " + cgroup);
+  }
   if (auto lim = bytesAt(at, "limit_bytes")) s += fmt::format(" (limit {})", formatBytes(*lim));
   std::vector<std::string> words;
   for (auto& v : invisible) words.push_back(std::move(v.second));
@@ -392,10 +399,10 @@ Section grewSection(const json& rec) {
   double window = f.window.value_or(std::max(1.0, -f.t.front()));
   s.subtitle = fmt::format("the last {} before the kill: {} sample{} of {}", secondsText(window), f.t.size(),
                            f.t.size() == 1 ? "" : "s", cg.empty() ? "the cgroup" : cg);
-  s.blocks.emplace_back(
-      f.kill_time_known
-          ? fmt::format("from {} to {} before the kill", secondsText(-f.t.front()), secondsText(std::max(0.0, -f.t.back())))
-          : std::string("the kill's time is not known: times are relative to the last sample"));
+  s.blocks.emplace_back(f.kill_time_known
+                            ? fmt::format("from {} to {} before the kill", secondsText(-f.t.front()),
+                                          secondsText(std::max(0.0, -f.t.back())))
+                            : std::string("the kill's time is not known: times are relative to the last sample"));
 
   constexpr std::size_t kWidth = 48;
   Table t{{"COMPONENT", "TREND", "FIRST", "LAST", "CHANGE"}, "llrrr", {}, {1}};

@@ -24,12 +24,19 @@ void checkSum(KillBreakdown& b) {
 }
 
 // What the task dump says of the domain's processes: their page tables, and the shmem they map
-// (6.2+ dumps rss_shmem; before, the statistics' mapped-file figure caps it).
-ProcessSums sumsFromTaskDump(const std::vector<OomTaskDumpEntry>& tasks, const StatMap& stat, const char* mapped_key) {
+// (6.2+ dumps rss_shmem; before, the statistics' mapped-file figure caps it). Without a dump (no
+// kernel report), the victims' page tables as BPF's mark told them.
+ProcessSums sumsFromTaskDump(const OomEvent& e, const StatMap& stat, const std::string& stat_name,
+                             const char* mapped_key) {
+  const std::vector<OomTaskDumpEntry>& tasks = e.tasks;
   ProcessSums s;
   s.estimate = Accuracy::kDerived;
   s.page_tables_accuracy = Accuracy::kDerived;
   s.page_tables_source = "sum of pgtables_bytes in the kernel's task dump";
+  if (tasks.empty()) {
+    s.page_tables_source = "the victims' page tables at the mark (no task dump)";
+    for (const OomVictim& v : e.victims) s.page_tables += v.pgtables.value_or(0);
+  }
   bool rss_shmem = !tasks.empty();
   std::uint64_t dump_shmem = 0;
   for (const OomTaskDumpEntry& t : tasks) {
@@ -42,8 +49,7 @@ ProcessSums sumsFromTaskDump(const std::vector<OomTaskDumpEntry>& tasks, const S
     s.shmem_mapped_source = "sum of rss_shmem in the kernel's task dump (capped at shmem)";
   } else {
     s.shmem_mapped = stat.getOr(mapped_key);
-    s.shmem_mapped_source =
-        fmt::format("the OOM report's {} (capped at shmem: mapped files of every kind)", mapped_key);
+    s.shmem_mapped_source = fmt::format("{} {} (capped at shmem: mapped files of every kind)", stat_name, mapped_key);
   }
   return s;
 }
@@ -66,7 +72,7 @@ std::optional<KillBreakdown> fromKernelReport(const OomEvent& e) {
   in.kmem_name = "the OOM report's kmem usage";
   if (k.kmem) in.kmem = k.kmem->usage;
   in.computed = Accuracy::kDerived;
-  b.attribution = splitUsage(in, sumsFromTaskDump(e.tasks, k.stats, v2 ? "file_mapped" : "mapped_file"));
+  b.attribution = splitUsage(in, sumsFromTaskDump(e, k.stats, in.stat_name, v2 ? "file_mapped" : "mapped_file"));
   if (k.stats_cut)
     b.attribution.notes.push_back("the kernel log cut the statistics block short: keys after the cut are missing");
   if (e.kernel_lost_records > 0)
@@ -115,7 +121,8 @@ std::optional<KillBreakdown> fromFilesRead(const OomEvent& e) {
   in.kmem = m->kmem_usage;
   in.measured = Accuracy::kDerived;  // the domain's figures a moment later, not at the kill
   in.computed = Accuracy::kDerived;
-  b.attribution = splitUsage(in, sumsFromTaskDump(e.tasks, m->stat, m->version == 2 ? "file_mapped" : "mapped_file"));
+  b.attribution =
+      splitUsage(in, sumsFromTaskDump(e, m->stat, in.stat_name, m->version == 2 ? "file_mapped" : "mapped_file"));
   b.attribution.notes.push_back(fmt::format(
       "no kernel report of the moment: the domain's files read {} after the kill (what the reaper freed by then is "
       "missing)",
@@ -144,7 +151,7 @@ std::optional<KillBreakdown> fromMachine(const OomEvent& e) {
                      "Mem-Info active_anon + inactive_anon + unevictable minus shmem"});
   a.parts.push_back({PartKind::kFile, c.getOr("active_file") + c.getOr("inactive_file"), Accuracy::kDerived,
                      "Mem-Info active_file + inactive_file"});
-  ProcessSums sums = sumsFromTaskDump(e.tasks, c, "mapped");
+  ProcessSums sums = sumsFromTaskDump(e, c, "Mem-Info", "mapped");
   const std::uint64_t mapped = std::min(shmem, sums.shmem_mapped);
   a.parts.push_back({PartKind::kShmemMapped, mapped, Accuracy::kDerived,
                      sums.shmem_mapped_source.find("task dump") != std::string::npos

@@ -172,37 +172,61 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
 // still has the whole picture of the moment from the kernel's report, the cgroup's files read at
 // the kill, and the parts of a known mix where they belong — page tables of a sparse mapping,
 // a tmpfs file nobody maps, an mlock'd pool — adding up to the kernel's charge within 1%.
-TEST(Journal, ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill) {
-  SKIP_WITHOUT_ROOT();
+// An agent sampling once a minute, and a memory cgroup (limit 160 MiB) born after its first
+// sample and OOM-killed within a second by a known mix: page tables of a 4 GiB sparse mapping, a
+// 24 MiB tmpfs file nobody maps, a 16 MiB mlock'd pool, anon past the limit. The record, and the
+// cgroup's path.
+struct BriefKill {
+  nlohmann::json rec;
+  std::string cgroup;
+  std::string report;
+};
+
+BriefKill briefKill(std::vector<std::string> agent_args) {
+  BriefKill out;
   TempDir tmp;
-  Agent agent({"--interval", "60s", "--journal", tmp.file("oom.hrj"), "--budget.enabled", "false"});
-  ASSERT_TRUE(agent.waitLog("journal: OOM kills are recorded in")) << agent.logText();
+  std::vector<std::string> args = {"--interval", "60s", "--journal", tmp.file("oom.hrj"), "--budget.enabled", "false"};
+  args.insert(args.end(), agent_args.begin(), agent_args.end());
+  Agent agent(args);
+  EXPECT_TRUE(agent.waitLog("journal: OOM kills are recorded in")) << agent.logText();
   // The first sample is taken at start; the next comes a minute later.
   auto samples = [&] { return testing::metric(agent.metrics(), "headroom_samples_total").value_or(0); };
   for (auto end = Clock::now() + 60s; samples() < 1 && Clock::now() < end;) std::this_thread::sleep_for(50ms);
   const double samples_before = samples();
-  ASSERT_EQ(samples_before, 1) << agent.logText();
+  EXPECT_EQ(samples_before, 1) << agent.logText();
   auto sb = CgroupSandbox::create("journal-brief");
-  ASSERT_TRUE(sb) << sb.error().describe();
-  ASSERT_TRUE(sb->setLimit(160 * kMiB));
+  if (!sb) throw std::runtime_error(sb.error().describe());
+  if (!sb->setLimit(160 * kMiB)) throw std::runtime_error("cannot set the limit");
+  out.cgroup = sb->path();
   std::string tmpfs = fmt::format("/dev/shm/headroom-journal-brief-{}", ::getpid());
-  auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--sparse", std::to_string(4096 * kMiB), "--tmpfs-file", tmpfs,
-                                std::to_string(24 * kMiB), "--mlock", std::to_string(16 * kMiB), "--anon",
-                                std::to_string(512 * kMiB)},
-                               sb->procsFile());
-  ASSERT_TRUE(w) << w.error().describe();
+  auto w = ChildProcess::spawn(
+      {HEADROOM_WORKLOAD, "--sparse", std::to_string(4096 * kMiB), "--tmpfs-file", tmpfs, std::to_string(24 * kMiB),
+       "--mlock", std::to_string(16 * kMiB), "--anon", std::to_string(512 * kMiB)},
+      sb->procsFile());
+  if (!w) throw std::runtime_error(w.error().describe());
   auto recorded = agent.waitLog("OOM kill recorded as record 1", 60s);
   std::filesystem::remove(tmpfs);
-  ASSERT_TRUE(recorded) << agent.logText();
-  EXPECT_EQ(samples(), samples_before)
-      << "no sample came between the cgroup's birth and its kill";
+  if (!recorded) throw std::runtime_error("no record:\n" + agent.logText());
+  EXPECT_EQ(samples(), samples_before) << "no sample came between the cgroup's birth and its kill";
+  out.rec = reportJson(tmp.file("oom.hrj"));
+  auto text = runCommand({HEADROOM_BINARY, "report", "--journal", tmp.file("oom.hrj")});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  out.report = text.out;
+  return out;
+}
 
-  nlohmann::json rec = reportJson(tmp.file("oom.hrj"));
+// The cgroup lived between two samples: the record still has the whole picture of the moment
+// from the kernel's report, the cgroup's files read at the kill, and the parts of the known mix
+// where they belong, adding up to the kernel's charge within 1%.
+TEST(Journal, ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill) {
+  SKIP_WITHOUT_ROOT();
+  BriefKill k = briefKill({});
+  const nlohmann::json& rec = k.rec;
   EXPECT_TRUE(rec["cgroup"].is_null()) << "never sampled";
   const auto& at = rec["at_kill"];
   ASSERT_TRUE(at.is_object()) << rec.dump();
   EXPECT_EQ(at["source"], "kernel report");
-  EXPECT_EQ(at["cgroup"], sb->path());
+  EXPECT_EQ(at["cgroup"], k.cgroup);
   EXPECT_EQ(at["limit_bytes"], 160 * kMiB);
   EXPECT_EQ(at["adds_up"], true) << at.dump();
   double usage = at["usage_bytes"].get<double>();
@@ -218,7 +242,7 @@ TEST(Journal, ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill) 
   EXPECT_FALSE(rec["event"]["kernel_report"]["memcg"]["stats"].empty());
   bool read = false;
   for (const auto& c : rec["event"]["read_at_kill"]["cgroups"]) {
-    if (c["path"] != sb->path()) continue;
+    if (c["path"] != k.cgroup) continue;
     read = true;
     EXPECT_GE(c["peak_bytes"].get<double>(), 150.0 * kMiB) << c.dump();
   }
@@ -227,12 +251,43 @@ TEST(Journal, ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill) 
   ASSERT_EQ(rec["flight"]["points"].size(), 1u);
   EXPECT_EQ(rec["flight"]["points"][0]["at_kill"], true);
 
-  auto text = runCommand({HEADROOM_BINARY, "report", "--journal", tmp.file("oom.hrj")});
-  ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find(fmt::format("the kernel charged {}", formatBytes(static_cast<std::uint64_t>(usage)))), std::string::npos)
-      << text.out;
-  EXPECT_NE(text.out.find("shmem nobody maps"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("the parts add up to the charge within 1%"), std::string::npos) << text.out;
+  EXPECT_NE(k.report.find(fmt::format("the kernel charged {}", formatBytes(static_cast<std::uint64_t>(usage)))),
+            std::string::npos)
+      << k.report;
+  EXPECT_NE(k.report.find("shmem nobody maps"), std::string::npos) << k.report;
+  EXPECT_NE(k.report.find("the parts add up to the charge within 1%"), std::string::npos) << k.report;
+}
+
+// Without /dev/kmsg (no CAP_SYSLOG) the picture is the domain's files, read the moment BPF's
+// mark_victim came: said so, with how late, and the peak the cgroup reached.
+TEST(Journal, WithoutTheKernelsReportThePictureIsTheFilesReadAtTheMark) {
+  SKIP_WITHOUT_ROOT();
+  BriefKill k = briefKill({"--sensors.kmsg", "false"});
+  const auto& at = k.rec["at_kill"];
+  ASSERT_TRUE(at.is_object()) << k.rec.dump();
+  EXPECT_EQ(at["source"], "files read after the kill");
+  EXPECT_EQ(at["cgroup"], k.cgroup) << "the nearest cgroup with a limit";
+  EXPECT_EQ(at["limit_bytes"], 160 * kMiB);
+  EXPECT_GE(at["peak_bytes"].get<double>(), 150.0 * kMiB) << at.dump();
+  ASSERT_TRUE(at["read_after_seconds"].is_number()) << at.dump();
+  EXPECT_LT(at["read_after_seconds"].get<double>(), 1.0) << "read at the mark, not at a sample";
+  for (const auto& p : at["parts"]) EXPECT_EQ(p["accuracy"], "derived") << p.dump();
+  EXPECT_TRUE(k.rec["event"]["kernel_report"].is_null());
+  EXPECT_NE(k.report.find("the OOM domain's files, read "), std::string::npos) << k.report;
+}
+
+// Without BPF the kernel's report is the first word of the kill: the files are read then.
+TEST(Journal, WithoutBpfTheKernelsReportTriggersTheReadAtTheKill) {
+  SKIP_WITHOUT_ROOT();
+  BriefKill k = briefKill({"--sensors.bpf", "false"});
+  EXPECT_EQ(k.rec["at_kill"]["source"], "kernel report") << k.rec.dump();
+  bool read = false;
+  for (const auto& c : k.rec["event"]["read_at_kill"]["cgroups"]) {
+    if (c["path"] != k.cgroup) continue;
+    read = true;
+    EXPECT_GE(c["peak_bytes"].get<double>(), 150.0 * kMiB) << c.dump();
+  }
+  EXPECT_TRUE(read) << k.rec["event"].dump();
 }
 
 TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKeepsAppending) {
