@@ -106,7 +106,7 @@ std::optional<KillBreakdown> fromFilesRead(const OomEvent& e) {
   KillBreakdown b;
   b.source = KillBreakdown::Source::kFilesRead;
   b.cgroup = m->path;
-  b.domain_inferred = inferred && !e.domain_cgroup;
+  b.domain_inferred = inferred;
   b.usage = m->usage;
   b.limit = m->limit;
   b.failcnt = m->failcnt;
@@ -128,7 +128,11 @@ std::optional<KillBreakdown> fromFilesRead(const OomEvent& e) {
       "missing)",
       b.read_after_ns ? fmt::format("{:.1f} ms", static_cast<double>(*b.read_after_ns) / 1e6) : "just"));
   if (b.domain_inferred)
-    b.attribution.notes.push_back("the OOM domain was not named: taken as the nearest cgroup with a limit");
+    b.attribution.notes.push_back(
+        e.domain_cgroup ? fmt::format("the OOM domain the kernel named, {}, was not among the cgroups read: taken as "
+                                      "the nearest cgroup with a limit",
+                                      *e.domain_cgroup)
+                        : std::string("the OOM domain was not named: taken as the nearest cgroup with a limit"));
   checkSum(b);
   return b;
 }
