@@ -149,6 +149,7 @@ std::string momentSentence(const json& rec, const json& at) {
   }
   if (auto lim = bytesAt(at, "limit_bytes")) s += fmt::format(" (limit {})", formatBytes(*lim));
   std::vector<std::string> words;
+  words.reserve(invisible.size() + visible.size());
   for (auto& v : invisible) words.push_back(std::move(v.second));
   for (auto& v : visible) words.push_back(std::move(v.second));
   if (!invisible.empty())
