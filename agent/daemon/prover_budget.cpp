@@ -283,8 +283,8 @@ std::optional<MarginChange> ProverBudget::onOomKill(const OomEvent& e, const Sna
   if (auto b = breakdownAtKill(e)) {
     if (auto o = overheadAtKill(*b, cgroup)) {
       k.charge = std::max(k.charge, o->charge);
-      k.page_tables = o->page_tables;
-      k.kernel = o->kernel;
+      k.page_tables = o->exact ? o->page_tables : std::max(k.page_tables, o->page_tables);
+      k.kernel = o->exact ? o->kernel : std::max(k.kernel, o->kernel);
       what += fmt::format("; overhead at the kill from {}", o->source);
     }
   }

@@ -194,17 +194,22 @@ Section momentSection(const json& rec) {
   auto usage = bytesAt(at, "usage_bytes");
   s.blocks.emplace_back(partsTable(at, usage));
   auto unattributed = intAt(at, "unattributed_bytes");
-  if (flagAt(at, "adds_up"))
-    s.blocks.emplace_back(fmt::format("the parts add up to {} within 1% (unattributed {})",
-                                      source == "kernel report (Mem-Info)" ? "the memory in use" : "the charge",
+  const bool machine = source == "kernel report (Mem-Info)";
+  if (machine)
+    s.blocks.emplace_back(std::string("kernel_other is the rest of the memory in use: Mem-Info does not list it"));
+  else if (flagAt(at, "adds_up"))
+    s.blocks.emplace_back(fmt::format("the parts add up to the charge within 1% (unattributed {})",
                                       unattributed ? formatSignedBytes(*unattributed) : std::string("0")));
   else if (unattributed)
     s.blocks.emplace_back(fmt::format("the parts do not add up: {} unattributed", formatSignedBytes(*unattributed)));
   if (auto fc = intAt(at, "failcnt")) s.blocks.emplace_back(fmt::format("the limit was hit {} times", *fc));
   if (auto peak = bytesAt(at, "peak_bytes")) s.blocks.emplace_back(fmt::format("peak {}", formatBytes(*peak)));
   if (source == "kernel report (Mem-Info)") {
-    s.blocks.emplace_back(fmt::format("RAM {}, free {}", bytesText(bytesAt(at, "ram_bytes"), "not known"),
-                                      bytesText(bytesAt(at, "free_bytes"), "not known")));
+    s.blocks.emplace_back(fmt::format(
+        "RAM {}, free {}{}", bytesText(bytesAt(at, "ram_bytes"), "not known"),
+        bytesText(bytesAt(at, "free_bytes"), "not known"),
+        bytesAt(at, "hugetlb_bytes") ? fmt::format(", hugetlb pools {}", formatBytes(*bytesAt(at, "hugetlb_bytes")))
+                                     : std::string()));
     Table slab{{"UNRECLAIMABLE SLAB CACHE", "USED", "TOTAL"}, "lrr", {}, {}};
     for (const json& c : arrayAt(at, "unreclaimable_slab")) {
       if (c.is_object())

@@ -30,7 +30,9 @@ ProcessSums sumsFromTaskDump(const OomEvent& e, const StatMap& stat, const std::
                              const char* mapped_key) {
   const std::vector<OomTaskDumpEntry>& tasks = e.tasks;
   ProcessSums s;
-  s.estimate = Accuracy::kDerived;
+  // The mapped part of shmem is an upper bound either way (rss_shmem counts a shared page in
+  // every process that maps it; file_mapped counts regular files too): estimated.
+  s.estimate = Accuracy::kEstimated;
   s.page_tables_accuracy = Accuracy::kDerived;
   s.page_tables_source = "sum of pgtables_bytes in the kernel's task dump";
   if (tasks.empty()) {
@@ -63,6 +65,10 @@ std::optional<KillBreakdown> fromKernelReport(const OomEvent& e) {
   b.usage = *k.memory.usage;
   b.limit = k.memory.limit;
   b.failcnt = k.memory.failcnt;
+  if (!b.limit && k.memsw && k.memsw->limit) {  // v1: the memory+swap limit was the one hit
+    b.limit = k.memsw->limit;
+    b.failcnt = k.memsw->failcnt;
+  }
   const bool v2 = k.stats.contains("anon");
   SplitInputs in;
   in.stat = &k.stats;
@@ -73,6 +79,7 @@ std::optional<KillBreakdown> fromKernelReport(const OomEvent& e) {
   if (k.kmem) in.kmem = k.kmem->usage;
   in.computed = Accuracy::kDerived;
   b.attribution = splitUsage(in, sumsFromTaskDump(e, k.stats, in.stat_name, v2 ? "file_mapped" : "mapped_file"));
+  if (!k.memory.limit && b.limit) b.attribution.notes.push_back("the domain's memory+swap limit (v1) was the one hit");
   if (k.stats_cut)
     b.attribution.notes.push_back("the kernel log cut the statistics block short: keys after the cut are missing");
   if (e.kernel_lost_records > 0)
@@ -111,7 +118,10 @@ std::optional<KillBreakdown> fromFilesRead(const OomEvent& e) {
   b.limit = m->limit;
   b.failcnt = m->failcnt;
   b.peak = m->peak;
-  if (e.monotonic_time_ns > 0 && e.read_at_kill_ns > 0) b.read_after_ns = e.read_at_kill_ns - e.monotonic_time_ns;
+  // The kill's stamp is BPF's (CLOCK_MONOTONIC) or the kernel log's (its own clock, close to it):
+  // a read that seems to precede the kill is said as "just after".
+  if (e.monotonic_time_ns > 0 && e.read_at_kill_ns >= e.monotonic_time_ns)
+    b.read_after_ns = e.read_at_kill_ns - e.monotonic_time_ns;
   SplitInputs in;
   in.stat = &m->stat;
   in.version = m->version;
@@ -157,7 +167,7 @@ std::optional<KillBreakdown> fromMachine(const OomEvent& e) {
                      "Mem-Info active_file + inactive_file"});
   ProcessSums sums = sumsFromTaskDump(e, c, "Mem-Info", "mapped");
   const std::uint64_t mapped = std::min(shmem, sums.shmem_mapped);
-  a.parts.push_back({PartKind::kShmemMapped, mapped, Accuracy::kDerived,
+  a.parts.push_back({PartKind::kShmemMapped, mapped, Accuracy::kEstimated,
                      sums.shmem_mapped_source.find("task dump") != std::string::npos
                          ? sums.shmem_mapped_source
                          : "Mem-Info mapped (capped at shmem)"});
@@ -180,24 +190,35 @@ std::optional<KillBreakdown> fromMachine(const OomEvent& e) {
   // its drivers' (vmalloc, per-CPU, DMA buffers, ...), which Mem-Info does not list.
   std::uint64_t listed = 0;
   for (const Part& p : a.parts) listed += p.bytes;
+  // The hugetlb pools: neither free nor on any list above, and a classic cause of a global OOM.
+  std::uint64_t hugetlb = 0;
+  for (const OomHugepages& h : m.hugepages) hugetlb += h.total * h.page_bytes;
+  if (hugetlb > 0) {
+    b.hugetlb_bytes = hugetlb;
+    a.notes.push_back(
+        fmt::format("{} of RAM is held by the hugetlb pools (Mem-Info hugepages_total x size, "
+                    "their nodes' sum): in use, and in none of the parts",
+                    formatBytes(hugetlb)));
+  }
   if (m.ram_bytes) {
     const std::uint64_t managed = sat(*m.ram_bytes, m.reserved_bytes.value_or(0));
     b.usage = sat(managed, c.getOr("free") + c.getOr("free_pcp"));
-    a.parts.push_back({PartKind::kKernelOther, sat(b.usage, listed), Accuracy::kDerived,
-                       "RAM in use (pages RAM - reserved - free) minus every listed part: vmalloc, per-CPU, drivers"});
+    a.parts.push_back({PartKind::kKernelOther, sat(b.usage, listed + hugetlb), Accuracy::kDerived,
+                       "RAM in use (pages RAM - reserved - free) minus every listed part and the hugetlb pools: "
+                       "vmalloc, per-CPU, drivers"});
   } else {
     b.usage = listed;
     a.notes.push_back("the report lost its \"pages RAM\" line: memory outside the listed parts is not known");
   }
   a.usage = b.usage;
-  std::int64_t total = 0;
+  std::int64_t total = static_cast<std::int64_t>(hugetlb);
   for (const Part& p : a.parts) total += static_cast<std::int64_t>(p.bytes);
   a.unattributed = static_cast<std::int64_t>(a.usage) - total;
   a.notes.push_back("unevictable (mlocked) pages are counted with anon");
   if (e.kernel_lost_records > 0)
     a.notes.push_back(
         fmt::format("{} record(s) of the kernel's report were lost before they were read", e.kernel_lost_records));
-  checkSum(b);
+  // kernel_other is the rest by its definition: there is no sum to check (adds_up stays false).
   return b;
 }
 
@@ -216,6 +237,7 @@ std::optional<KillOverhead> overheadAtKill(const KillBreakdown& b, std::string_v
   if (b.source == KillBreakdown::Source::kMachine || b.cgroup.empty() || prover_cgroup.empty()) return std::nullopt;
   if (!cgroupIsWithin(b.cgroup, normaliseCgroupPath(prover_cgroup))) return std::nullopt;
   KillOverhead o;
+  o.exact = b.source == KillBreakdown::Source::kKernelReport;
   o.charge = b.usage;
   o.page_tables = b.attribution.bytesOf(PartKind::kPageTables).value_or(0) +
                   b.attribution.bytesOf(PartKind::kSecPageTables).value_or(0);

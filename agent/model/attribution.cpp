@@ -104,11 +104,13 @@ void addVisible(Attribution& a, const SplitInputs& in, const char* anon_key, con
   std::uint64_t shmem = st.getOr(shmem_key);
   a.parts.push_back({PartKind::kAnon, st.getOr(anon_key), in.measured, fmt::format("{} {}", in.stat_name, anon_key)});
   a.parts.push_back({PartKind::kFile, sat(st.getOr(cache_key), shmem), in.computed,
-                     fmt::format("{} {} minus {}", in.stat_name, cache_key, shmem_key)});
+                     fmt::format("{0} {1} minus {0} {2}", in.stat_name, cache_key, shmem_key)});
   std::uint64_t mapped = std::min(shmem, sums.shmem_mapped);
   a.parts.push_back({PartKind::kShmemMapped, mapped, sums.estimate, sums.shmem_mapped_source});
   a.parts.push_back({PartKind::kShmemUnmapped, shmem - mapped, sums.estimate,
                      fmt::format("{} {} minus the mapped part", in.stat_name, shmem_key)});
+  // What the processes' figures lack comes first, as the split of shmem is where it matters.
+  a.notes.insert(a.notes.end(), sums.notes.begin(), sums.notes.end());
 }
 
 void splitV2(Attribution& a, const SplitInputs& in, const ProcessSums& sums) {
@@ -196,7 +198,6 @@ Attribution splitUsage(const SplitInputs& in, const ProcessSums& sums) {
     splitV2(a, in, sums);
   else
     splitV1(a, in, sums);
-  a.notes.insert(a.notes.end(), sums.notes.begin(), sums.notes.end());
   std::int64_t total = 0;
   for (const Part& p : a.parts) total += static_cast<std::int64_t>(p.bytes);
   a.unattributed = static_cast<std::int64_t>(a.usage) - total;

@@ -235,10 +235,11 @@ json toJson(const KillBreakdown& b) {
   j["failcnt"] = opt(b.failcnt);
   j["peak_bytes"] = opt(b.peak);
   j["read_after_seconds"] = b.read_after_ns ? json(static_cast<double>(*b.read_after_ns) / 1e9) : json(nullptr);
-  j["adds_up"] = b.adds_up;
+  j["adds_up"] = b.source == KillBreakdown::Source::kMachine ? json(nullptr) : json(b.adds_up);
   if (b.source == KillBreakdown::Source::kMachine) {
     j["free_bytes"] = opt(b.free_bytes);
     j["ram_bytes"] = opt(b.ram_bytes);
+    j["hugetlb_bytes"] = opt(b.hugetlb_bytes);
     j["unreclaimable_slab"] = slab;
   }
   return j;

@@ -13,8 +13,12 @@ namespace headroom {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
-// The longest text of one kernel log record (PRINTKRB_RECORD_MAX less the prefix printk may add).
-constexpr std::size_t kLogLineLimit = 1024 - 32;
+// A record this long may have been cut by printk (its text buffer is 1024 bytes less the prefix
+// it may add: 992 with the level prefix, 975 with CONFIG_PRINTK_CALLER's caller id).
+constexpr std::size_t kLogLineLimit = 1024 - 48 - 1;
+// Lines of one report's blocks kept at most: a report whose end the log lost must not take every
+// later kernel message into its statistics.
+constexpr std::size_t kMaxBlockLines = 1024;
 
 std::optional<std::uint64_t> kbValue(std::string_view v) {
   // "65536kB"; without the unit the value was cut short and is not a number we trust.
@@ -165,9 +169,10 @@ OomCounterLine parseCounterLine(std::string_view rest) {
     if (!v.empty() && v.back() == ',') v.remove_suffix(1);
     if (f[i] == "usage")
       c.usage = kbValue(v);
-    else if (f[i] == "limit")
+    else if (f[i] == "limit") {
       c.limit = kbValue(v);
-    else if (f[i] == "failcnt") {
+      if (c.limit && *c.limit >= kV1UnlimitedThreshold) c.limit.reset();  // the kernel's "no limit"
+    } else if (f[i] == "failcnt") {
       if (auto n = parseU64(v)) c.failcnt = *n;
     }
   }
@@ -330,6 +335,10 @@ Result<KmsgRecord> parseKmsgRecord(std::string_view raw) {
 
 void KmsgOomParser::feedLine(std::string_view line) {
   KernelOomReport& r = *cur_;
+  if (++block_lines_ > kMaxBlockLines) {
+    block_ = Block::kNone;
+    return;
+  }
   switch (block_) {
     case Block::kStats: {
       // "key number"; a key alone or with a part of its number is the line the log cut (another
@@ -363,6 +372,7 @@ std::optional<KernelOomReport> KmsgOomParser::feed(const KmsgRecord& rec) {
     cur_ = KernelOomReport{};
     task_columns_.clear();
     block_ = Block::kNone;
+    block_lines_ = 0;
     cur_->first_seq = rec.seq;
     cur_->trigger_comm = std::string(msg.substr(0, invoked));
     for (auto [k, v] : commaPairs(msg.substr(invoked + 21))) {
@@ -386,6 +396,7 @@ std::optional<KernelOomReport> KmsgOomParser::feed(const KmsgRecord& rec) {
     KernelOomReport member = *group_;
     member.victim = OomVictim{};
     member.oom_group = true;
+    member.lost_records = 0;  // counted with the first victim's report
     if (!parseKilledProcess(msg, member)) return std::nullopt;
     member.ts_us = rec.ts_us;
     member.last_seq = rec.seq;

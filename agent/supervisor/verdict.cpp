@@ -140,8 +140,8 @@ Verdict classifyAttempt(const AttemptEvidence& ev) {
       if (auto b = breakdownAtKill(*event)) {
         if (auto o = overheadAtKill(*b, ev.cgroup)) {
           k.charge = std::max(k.charge, o->charge);
-          k.page_tables = o->page_tables;
-          k.kernel = o->kernel;
+          k.page_tables = o->exact ? o->page_tables : std::max(k.page_tables, o->page_tables);
+          k.kernel = o->exact ? o->kernel : std::max(k.kernel, o->kernel);
           k.what += fmt::format("; overhead at the kill from {}", o->source);
         }
       }

@@ -271,7 +271,7 @@ TEST(Journal, WithoutTheKernelsReportThePictureIsTheFilesReadAtTheMark) {
   EXPECT_GE(at["peak_bytes"].get<double>(), 150.0 * kMiB) << at.dump();
   ASSERT_TRUE(at["read_after_seconds"].is_number()) << at.dump();
   EXPECT_LT(at["read_after_seconds"].get<double>(), 1.0) << "read at the mark, not at a sample";
-  for (const auto& p : at["parts"]) EXPECT_EQ(p["accuracy"], "derived") << p.dump();
+  for (const auto& p : at["parts"]) EXPECT_NE(p["accuracy"], "exact") << "read after the kill\n" << p.dump();
   EXPECT_TRUE(k.rec["event"]["kernel_report"].is_null());
   EXPECT_NE(k.report.find("the OOM domain's files, read "), std::string::npos) << k.report;
 }

@@ -87,7 +87,9 @@ struct KillEvidence {
   std::optional<std::uint64_t> self_reported;  // what it believed it used
   std::uint64_t pinned = 0;                    // pinned (CUDA) or mlocked bytes, often outside any budget
   std::uint64_t page_tables = 0;
-  std::uint64_t kernel = 0;  // its share of slab, kernel stacks and other kernel charge
+  // The rest of what no process shows: slab, kernel stacks, shmem nobody maps, other kernel
+  // charge (its share at the last sample, or the domain's at the kill when that is the prover's).
+  std::uint64_t kernel = 0;
 
   bool operator==(const KillEvidence&) const = default;
 };

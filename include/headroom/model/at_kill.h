@@ -27,10 +27,11 @@ struct KillBreakdown {
   std::optional<std::uint64_t> limit, failcnt, peak;
   std::optional<std::int64_t> read_after_ns;  // kFilesRead: how long after the kill
   Attribution attribution;                    // the parts; unattributed: usage minus their sum
-  // The parts add up to the charge within 1% (the kernel's figures agree with each other).
+  // The parts add up to the charge within 1% (the kernel's figures agree with each other). Not
+  // checked for the machine, whose kernel_other is the rest by definition.
   bool adds_up = false;
   // A global OOM: what the machine had free, its RAM, its largest unreclaimable slab caches.
-  std::optional<std::uint64_t> free_bytes, ram_bytes;
+  std::optional<std::uint64_t> free_bytes, ram_bytes, hugetlb_bytes;
   std::vector<OomSlabCache> slab;
 };
 const char* toString(KillBreakdown::Source s);
@@ -44,6 +45,7 @@ std::optional<KillBreakdown> breakdownAtKill(const OomEvent& e);
 // shmem nobody maps, ...). Only when the domain is the prover's cgroup or inside it (a wider
 // domain's overhead is its neighbours' too), and not from a global OOM.
 struct KillOverhead {
+  bool exact = false;  // from the kernel's report (else files read after the kill: a lower bound)
   std::uint64_t charge = 0;
   std::uint64_t page_tables = 0;
   std::uint64_t kernel = 0;

@@ -69,7 +69,8 @@ class KmsgOomParser {
   bool group_armed_ = false;              // "... due to memory.oom.group set" was seen
   std::vector<std::string> task_columns_;
   enum class Block { kNone, kStats, kMachine, kSlab };
-  Block block_ = Block::kNone;  // the multi-line block the report is in
+  Block block_ = Block::kNone;   // the multi-line block the report is in
+  std::size_t block_lines_ = 0;  // lines taken into the report's blocks
   std::optional<std::uint64_t> last_seq_;
   std::uint64_t abandoned_ = 0;
   void feedLine(std::string_view line);

@@ -14,7 +14,7 @@
 namespace headroom {
 
 // One "NAME: usage NkB, limit NkB, failcnt N" line of a memory cgroup's OOM report (memory,
-// memory+swap and kmem on cgroup v1; memory and swap on v2), in bytes.
+// memory+swap and kmem on cgroup v1; memory and swap on v2), in bytes; no limit is nullopt.
 struct OomCounterLine {
   std::optional<std::uint64_t> usage, limit, failcnt;
 };
