@@ -112,6 +112,12 @@ std::vector<double> resample(const std::vector<double>& v, std::size_t width);
 
 // The report as a document: its sections in order (report_sections.cpp).
 Doc buildDoc(const json& rec);
+// The parts of an attribution (or of the breakdown at the kill) as a table, each with its share
+// of `usage`; and its notes, one block each (report_moment.cpp).
+Table partsTable(const json& att, std::optional<std::uint64_t> usage);
+void addNotes(Section& s, const json& att);
+// AT THE KILL: the record's at_kill in a sentence and a table.
+Section momentSection(const json& rec);
 
 // The last minute before the kill as an SVG element: the parts stacked, the limit, the kill;
 // with `caption`, the report's sentence above them (a picture standing alone).

@@ -19,15 +19,23 @@ std::optional<std::uint64_t> localOomKills(const CgroupMemory& cg);
 // Compares each sample's counters with the previous sample's. A rise in a cgroup is that many
 // OOM kills there, between the two samples: one event for the cgroup, from_counter set, its
 // victims inferred (OomVictim::inferred) from the processes of that cgroup in the previous
-// sample that are gone now, the largest first, one per kill (none when no process went). The
-// first sample only sets the baseline; a cgroup seen for the first time starts from its count.
+// sample that are gone now, the largest first, one per kill. When none is gone yet (the counter
+// was read while the victim was still exiting), the event waits for up to two more samples for
+// one of them to go, then is told with what there is. The first sample only sets the baseline;
+// a cgroup seen for the first time starts from its count.
 class OomCounterWatch {
  public:
   std::vector<OomEvent> update(const Snapshot* previous, const Snapshot& now);
 
  private:
+  struct Deferred {
+    OomEvent event;
+    std::vector<ProcessSnapshot> candidates;  // the cgroup's processes still there at the rise
+    int samples_left = 0;
+  };
   std::map<std::string, std::uint64_t> last_;
   bool primed_ = false;
+  std::vector<Deferred> deferred_;
 };
 
 }  // namespace headroom

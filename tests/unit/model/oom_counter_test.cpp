@@ -101,6 +101,32 @@ TEST(OomCounterWatch, AReusedPidIsNotTakenForTheProcessThatDied) {
   EXPECT_EQ(ev[0].victims[0].comm, "prover");
 }
 
+// The counter was read while the victim was still exiting (in /proc with its memory): the kill
+// waits for the next sample, which no longer has it, and names it then; one that never goes is
+// told without a victim after two more samples.
+TEST(OomCounterWatch, AVictimStillExitingWhenTheCounterRoseIsNamedAtTheNextSample) {
+  OomCounterWatch w;
+  const std::vector<Proc> both = {{10, 1, "prover", "/ctr", 400 * kMiB}, {12, 1, "sidecar", "/ctr", 30 * kMiB}};
+  auto a = sample(2, 1000, {{"/ctr", 0}}, both);
+  (void)w.update(nullptr, *a);
+  auto b = sample(2, 2000, {{"/ctr", 1}}, both);
+  EXPECT_TRUE(w.update(a.get(), *b).empty()) << "nobody went yet: wait";
+  auto c = sample(2, 3000, {{"/ctr", 1}}, {{12, 1, "sidecar", "/ctr", 30 * kMiB}});
+  auto ev = w.update(b.get(), *c);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].monotonic_time_ns, 2000) << "when the counter rose";
+  ASSERT_EQ(ev[0].victims.size(), 1u);
+  EXPECT_EQ(ev[0].victims[0].comm, "prover");
+  // A rise whose processes all stay: told after two more samples, with no victim.
+  auto d = sample(2, 4000, {{"/ctr", 2}}, {{12, 1, "sidecar", "/ctr", 30 * kMiB}});
+  EXPECT_TRUE(w.update(c.get(), *d).empty());
+  EXPECT_TRUE(w.update(d.get(), *d).empty());
+  ev = w.update(d.get(), *d);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_TRUE(ev[0].victims.empty());
+  EXPECT_EQ(ev[0].counted_kills, 1u);
+}
+
 TEST(OomCounterWatch, NewAndRecreatedCgroupsStartFromTheirCountAndOthersAreApart) {
   OomCounterWatch w;
   auto a = sample(2, 1000, {{"/a", 3}}, {});
