@@ -56,7 +56,7 @@ std::vector<OomEvent> OomCounterWatch::update(const Snapshot* previous, const Sn
   for (auto it = deferred_.begin(); it != deferred_.end();) {
     std::vector<const ProcessSnapshot*> gone;
     for (const ProcessSnapshot& p : it->candidates) {
-      if (goneFrom(p, now)) gone.push_back(&p);
+      if (goneFrom(p, now) && named.count(p.sample.pid) == 0) gone.push_back(&p);
     }
     if (!gone.empty() || --it->samples_left <= 0) {
       inferVictims(it->event, gone, it->event.counted_kills, it->event.counter_cgroup);
