@@ -159,4 +159,39 @@ struct gpu_alloc_key {
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key ABI");
 
+/* One task of the machine, as the task iterator (iter/task) sees it: one fixed-size record per
+ * thread, read in one pass per sample instead of a dozen /proc files per process. The figures are
+ * the ones /proc/<pid>/status and /proc/<pid>/stat show, from the same kernel fields. A thread
+ * other than the group leader carries only its ids and its own fault counts (HR_TASK_THREAD);
+ * user space adds those to the leader's. */
+#define HR_TASK_THREAD (1u << 0)  /* not the group leader: ids and faults only */
+#define HR_TASK_KTHREAD (1u << 1) /* a kernel thread: ids only */
+#define HR_TASK_NO_MM (1u << 2)   /* a leader without an mm (exiting, or a zombie leader) */
+struct hr_task_record {
+	__u32 pid;               /* thread id (init pid namespace) */
+	__u32 tgid;              /* process id */
+	__u32 flags;             /* HR_TASK_* */
+	__u32 ppid;              /* real parent's tgid */
+	__u64 start_boottime_ns; /* the leader's start, CLOCK_BOOTTIME: /proc/<pid>/stat's starttime */
+	char comm[HR_COMM_LEN];
+	__u64 cgroup_id;         /* memory cgroup (v1: the memory css's cgroup) or v2 cgroup, kernfs id */
+	__u32 uid;               /* real uid */
+	__s32 oom_score_adj;
+	__u32 threads;           /* signal->nr_threads */
+	__u32 _pad;
+	__u64 min_flt;           /* this thread's; the leader's record adds the exited threads' */
+	__u64 maj_flt;
+	/* The mm's counters, in pages (leader records only) */
+	__u64 rss_file;
+	__u64 rss_anon;
+	__u64 swapents;
+	__u64 rss_shmem;
+	__u64 hiwater_rss;
+	__u64 total_vm;
+	__u64 locked_vm;
+	__u64 pinned_vm;
+	__u64 pgtables_bytes;
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct hr_task_record) == 152, "hr_task_record ABI");
+
 #endif /* HEADROOM_BPF_EVENTS_H */

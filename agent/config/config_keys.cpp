@@ -174,6 +174,23 @@ std::vector<KeySpec> makeSpecs() {
                         return ok();
                       }));
   k.push_back(boolKey("smaps", "read smaps_rollup for PSS", [](AgentConfig& c, bool b) { c.smaps = b; }));
+  k.push_back(scalar("pss_max_age", "duration", "a process's PSS is read again at least this often (1s..1h)",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto d = durationOf(v.front());
+                       if (!d) return d.error();
+                       if (*d < std::chrono::seconds(1) || *d > std::chrono::hours(1))
+                         return v.front().fail("must be between 1s and 1h");
+                       c.pss_max_age = *d;
+                       return ok();
+                     }));
+  k.push_back(scalar("pss_step", "size", "a process's PSS is read again when its RSS moves by this much",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto n = sizeOf(v.front());
+                       if (!n) return n.error();
+                       if (*n == 0) return v.front().fail("must be more than 0");
+                       c.pss_step = *n;
+                       return ok();
+                     }));
   k.push_back(countKey("max_processes", "processes read per sample; beyond, counted only", 1,
                        [](AgentConfig& c, std::uint64_t n) { c.max_processes = n; }));
   k.push_back(enumKey("log_format", "log line format", {"text", "json"}, [](AgentConfig& c, std::size_t i) {
@@ -202,6 +219,9 @@ std::vector<KeySpec> makeSpecs() {
                       [](AgentConfig& c, bool b) { c.sensors.bpf = b; }));
   k.push_back(
       boolKey("sensors.kmsg", "read OOM reports from /dev/kmsg", [](AgentConfig& c, bool b) { c.sensors.kmsg = b; }));
+  k.push_back(boolKey("sensors.tasks",
+                      "read every process in one pass of a BPF task iterator (off: /proc/<pid>/* per process)",
+                      [](AgentConfig& c, bool b) { c.sensors.tasks = b; }));
   k.push_back(boolKey("sensors.faults",
                       "count page faults per process in BPF (on the fault path; off: /proc/<pid>/stat)",
                       [](AgentConfig& c, bool b) { c.sensors.faults = b; }));

@@ -36,6 +36,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+PssPolicy pssPolicyOf(const AgentConfig& c) {
+  return PssPolicy{std::chrono::duration_cast<std::chrono::nanoseconds>(c.pss_max_age), c.pss_step};
+}
+
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_reload{false};
 
@@ -128,6 +132,8 @@ struct Agent::Impl {
   HttpApi api_;
   std::unique_ptr<HttpServer> server_;  // after api_: destroyed before what it calls
   std::unique_ptr<Sensors> sensors_;
+  // What the sampler remembers of each process between samples: its /proc reads only when due.
+  ProcessCache processes_{pssPolicyOf(cfg_)};
   ProverBudget budget_;
   IncidentJournal incidents_;
   CountedOoms counted_;
@@ -286,6 +292,7 @@ void Agent::Impl::reload() {
     spdlog::warn("listen address {} takes effect at the next start (serving on {})", cfg->listen.text(),
                  server_ ? server_->address() : cfg_.listen.text());
   bool sensors_changed = !(cfg->sensors == cfg_.sensors);
+  if (cfg->pss_max_age != cfg_.pss_max_age || cfg->pss_step != cfg_.pss_step) processes_ = ProcessCache(pssPolicyOf(*cfg));
   budget_.reconfigure(cfg->budget, cfg->role_rules);
   ListenAddress listen = cfg_.listen;
   cfg_ = std::move(*cfg);
@@ -357,6 +364,8 @@ void Agent::Impl::sample() {
   co.missing_cgroups_ok = true;
   co.read_smaps = cfg_.smaps;
   co.max_processes = cfg_.max_processes;
+  co.cache = &processes_;
+  co.source = sensors_->processSource();  // the task iterator (live roots only: see startSensors)
   auto raw = source_.collector->collect(co);
   if (!raw) {
     ++self_.sample_failures_total;

@@ -164,6 +164,7 @@ json toJson(const ProcessSnapshot& p) {
       {"locked_bytes", a.locked},
       {"pinned_vm_bytes", s.status.vm_pin},
       {"swap_bytes", a.swap},
+      {"oom_score_adj", opt(s.oom_score_adj)},
       {"minor_faults", s.minflt},
       {"major_faults", s.majflt},
       {"overhead_share_bytes", a.overhead_share},
@@ -260,7 +261,14 @@ json toJson(const Snapshot& s) {
                        {"pids", pids}});
   }
   json procs = json::array();
-  for (const ProcessSnapshot& p : s.processes) procs.push_back(toJson(p));
+  for (const ProcessSnapshot& p : s.processes) {
+    json j = toJson(p);
+    // PSS is read again only when due (process_cache.h): how old this figure is.
+    j["pss_age_s"] = p.sample.smaps && p.sample.smaps_read_ns != 0
+                         ? json(static_cast<double>(std::max<std::int64_t>(0, s.completed_monotonic_ns - p.sample.smaps_read_ns)) / 1e9)
+                         : json(nullptr);
+    procs.push_back(std::move(j));
+  }
   const CollectStats& st = s.stats;
   json sensors = json::array();
   for (const SensorStatus& ss : s.sensors) sensors.push_back(toJson(ss));
@@ -286,6 +294,13 @@ json toJson(const Snapshot& s) {
         {"processes_without_pss", st.processes_without_pss},
         {"kernel_threads", st.kernel_threads},
         {"processes_outside_mount", st.processes_outside_mount},
+        {"process_source", st.process_source},
+        {"proc_files_read",
+         {{"total", st.proc_reads.files},
+          {"status", st.proc_reads.status},
+          {"smaps_rollup", st.proc_reads.smaps},
+          {"cmdline", st.proc_reads.cmdline},
+          {"cgroup", st.proc_reads.cgroup}}},
         {"warnings", st.warnings}}},
   };
 }

@@ -1,7 +1,11 @@
 #include "headroom/sensors/ring_decode.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 
 #include "events.h"
 
@@ -73,6 +77,76 @@ std::optional<DecodedExit> decodeExitRecord(std::span<const std::byte> bytes) {
   d.exit.monotonic_time_ns = static_cast<std::int64_t>(e->ts_ns);
   d.cgroup_id = e->cgroup_id;
   return d;
+}
+
+Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> bytes, std::uint64_t ticks_per_second,
+                                                     std::uint64_t page_bytes) {
+  constexpr std::size_t kSize = sizeof(hr_task_record);
+  if (bytes.size() % kSize != 0)
+    return makeError(EIO, fmt::format("task iterator output of {} bytes is not a whole number of {}-byte records",
+                                      bytes.size(), kSize));
+  if (ticks_per_second == 0 || page_bytes == 0) return makeError(EINVAL, "task records: zero tick rate or page size");
+  const std::uint64_t ns_per_tick = 1'000'000'000ULL / ticks_per_second;
+  std::vector<KernelProcess> out;
+  out.reserve(bytes.size() / kSize);
+  std::unordered_map<pid_t, std::size_t> at;  // tgid -> index in out
+  at.reserve(bytes.size() / kSize);
+  // Threads whose leader comes later (the iterator walks pids in order; a leader's pid is its
+  // first thread's, but a reused tgid's threads may be seen on either side).
+  std::vector<std::pair<pid_t, std::pair<std::uint64_t, std::uint64_t>>> orphans;
+  for (std::size_t off = 0; off < bytes.size(); off += kSize) {
+    hr_task_record r{};
+    std::memcpy(&r, bytes.data() + off, kSize);
+    const auto tgid = static_cast<pid_t>(r.tgid);
+    if ((r.flags & HR_TASK_THREAD) != 0) {
+      auto it = at.find(tgid);
+      if (it == at.end()) {
+        orphans.push_back({tgid, {r.min_flt, r.maj_flt}});
+      } else {
+        out[it->second].minflt += r.min_flt;
+        out[it->second].majflt += r.maj_flt;
+      }
+      continue;
+    }
+    KernelProcess k;
+    k.pid = tgid;
+    k.kernel_thread = (r.flags & (HR_TASK_KTHREAD | HR_TASK_NO_MM)) != 0;
+    if ((r.flags & HR_TASK_KTHREAD) == 0) {
+      k.ppid = static_cast<pid_t>(r.ppid);
+      k.uid = r.uid;
+      k.start_time_ticks = r.start_boottime_ns / ns_per_tick;
+      k.comm = commOf(r.comm);
+      k.cgroup_id = r.cgroup_id;
+      k.oom_score_adj = r.oom_score_adj;
+      k.minflt = r.min_flt;
+      k.majflt = r.maj_flt;
+      ProcStatus& s = k.status;
+      s.tgid = tgid;
+      s.ppid = k.ppid;
+      s.uid = k.uid;
+      s.kernel_thread = k.kernel_thread;
+      s.rss_anon = r.rss_anon * page_bytes;
+      s.rss_file = r.rss_file * page_bytes;
+      s.rss_shmem = r.rss_shmem * page_bytes;
+      s.vm_rss = s.rss_anon + s.rss_file + s.rss_shmem;
+      s.vm_hwm = std::max<std::uint64_t>(r.hiwater_rss * page_bytes, s.vm_rss);  // as task_mem() shows VmHWM
+      s.vm_size = r.total_vm * page_bytes;
+      s.vm_lck = r.locked_vm * page_bytes;
+      s.vm_pin = r.pinned_vm * page_bytes;
+      s.vm_swap = r.swapents * page_bytes;
+      s.vm_pte = r.pgtables_bytes;
+      s.threads = r.threads;
+    }
+    at[tgid] = out.size();
+    out.push_back(std::move(k));
+  }
+  for (const auto& [tgid, faults] : orphans) {
+    auto it = at.find(tgid);
+    if (it == at.end()) continue;  // the leader exited between the two: the process is going
+    out[it->second].minflt += faults.first;
+    out[it->second].majflt += faults.second;
+  }
+  return out;
 }
 
 }  // namespace headroom

@@ -19,7 +19,7 @@ namespace headroom {
 namespace {
 
 // The states every Sensors lists, in this order.
-constexpr std::array<const char*, 7> kSensorNames = {"oom", "kmsg", "exits", "faults", "mmap", "rss", "cuda"};
+constexpr std::array<const char*, 8> kSensorNames = {"oom", "kmsg", "exits", "faults", "mmap", "rss", "cuda", "tasks"};
 // A consumer that never takes exits must not grow the queue without limit.
 constexpr std::size_t kMaxQueuedExits = 65536;
 // Ancestors read at a kill: deeper than any real hierarchy, and bounded.
@@ -118,6 +118,25 @@ void Sensors::Impl::startKmsg() {
   set("kmsg", SensorState::kActive, fs->display("/dev/kmsg"));
 }
 
+void Sensors::Impl::startTasks() {
+  if (!cfg.bpf) return;  // said with the other BPF sensors
+  if (!cfg.tasks) {
+    set("tasks", SensorState::kOff, "switched off in the configuration: every process read from /proc");
+    return;
+  }
+  if (!hierarchy) {
+    set("tasks", SensorState::kDegraded, "no memory cgroup hierarchy: every process read from /proc");
+    return;
+  }
+  auto it = TaskIterator::open(hierarchy->version());
+  if (!it) {
+    set("tasks", SensorState::kDegraded, it.error().describe() + "; every process read from /proc");
+    return;
+  }
+  tasks = std::move(*it);
+  set("tasks", SensorState::kActive, "iter/task: every process in one read; /proc for cmdline, new cgroups and PSS");
+}
+
 Sensors::Sensors(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Sensors::~Sensors() = default;
 
@@ -137,6 +156,7 @@ std::unique_ptr<Sensors> Sensors::start(const FsRoot& fs, const SensorsConfig& c
     }
   }
   impl->startKmsg();
+  impl->startTasks();
   OomJoiner::Options jo;
   jo.expect_bpf = impl->status("oom").state == SensorState::kActive;
   jo.expect_kmsg = impl->status("kmsg").state == SensorState::kActive;
@@ -146,6 +166,8 @@ std::unique_ptr<Sensors> Sensors::start(const FsRoot& fs, const SensorsConfig& c
 }
 
 const std::vector<SensorStatus>& Sensors::status() const { return impl_->statuses; }
+
+ProcessSource* Sensors::processSource() const { return impl_->tasks.get(); }
 
 void Sensors::poll(int timeout_ms) {
   Impl& m = *impl_;

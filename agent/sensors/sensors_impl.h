@@ -17,6 +17,7 @@
 #include "headroom/sensors/kernel_support.h"
 #include "headroom/sensors/oom_joiner.h"
 #include "headroom/sensors/sensors.h"
+#include "headroom/sensors/task_iter.h"
 #include "headroom/sources/cgroup_index.h"
 #include "headroom/sources/kmsg.h"
 
@@ -47,6 +48,7 @@ struct Sensors::Impl {
   std::unique_ptr<ring_buffer, RingDeleter> rings;
   std::unique_ptr<btf, BtfDeleter> vmlinux;  // the kernel's BTF, loaded once at start
   std::optional<KmsgReader> kmsg;
+  std::unique_ptr<TaskIterator> tasks;  // the collector's per-process source, when it loads
   KmsgOomParser kmsg_parser;
   OomJoiner joiner;
   std::vector<SensorStatus> statuses;
@@ -78,6 +80,7 @@ struct Sensors::Impl {
   std::vector<CgroupMemory> readAtKill(const std::string& cgroup) const;
   void onOomRecord(const void* data, std::size_t size);
   void onExitRecord(const void* data, std::size_t size);
+  void startTasks();
   void startKmsg();
 
   // ---- the loader (loader.cpp) ----

@@ -107,8 +107,6 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     scopes = {*p};
   }
 
-  auto pids = listPids(*fs_);
-  if (!pids) return pids.error();
   // Every watched cgroup missing: nothing is in scope (not everything).
   if (scopes.empty() && !opts.cgroups.empty()) {
     raw.completed_monotonic_ns = monotonicNs();
@@ -121,41 +119,77 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     return p && std::any_of(scopes.begin(), scopes.end(), [&](const std::string& s) { return cgroupIsWithin(*p, s); });
   };
   std::pair<pid_t, std::string> first_outside;
-  for (pid_t pid : *pids) {
-    ++stats.processes_seen;
-    if (raw.processes.size() >= opts.max_processes) {
-      ++stats.processes_skipped;
-      continue;
-    }
-    ProcessRead r = readProcess(*fs_, pid, opts.read_smaps, inScope);
+  // One process's read, whatever the source: counted by outcome, placed in its memory cgroup.
+  auto take = [&](pid_t pid, ProcessRead r) {
     switch (r.outcome) {
       case ReadOutcome::kOk: break;
-      case ReadOutcome::kVanished: ++stats.processes_vanished; continue;
-      case ReadOutcome::kKernelThread: ++stats.kernel_threads; continue;
-      case ReadOutcome::kSkipped: continue;
+      case ReadOutcome::kVanished: ++stats.processes_vanished; return;
+      case ReadOutcome::kKernelThread: ++stats.kernel_threads; return;
+      case ReadOutcome::kSkipped: return;
       case ReadOutcome::kFailed:
         ++stats.processes_failed;
         stats.warnings.push_back(r.error.describe());
-        continue;
+        return;
     }
     auto own = r.sample.cgroups.memoryPath(version);
     if (!own) {
       ++stats.processes_failed;
       stats.warnings.push_back(fmt::format("pid {} is in no v{} memory cgroup", pid, version));
-      continue;
+      return;
     }
     auto p = mapNsPath(ns, *own);
     if (!p) {
       // Another cgroup namespace's, beyond the mount: counted, and said once a tick below.
       if (stats.processes_outside_mount++ == 0) first_outside = {pid, *own};
-      continue;
+      return;
     }
     r.sample.memory_cgroup = *p;
     if (opts.read_smaps && !r.sample.smaps) ++stats.processes_without_pss;
     watched.insert(*p);
     raw.processes.push_back(std::move(r.sample));
     ++stats.processes_read;
+  };
+  auto full = [&]() -> bool {
+    ++stats.processes_seen;
+    if (raw.processes.size() < opts.max_processes) return false;
+    ++stats.processes_skipped;
+    return true;
+  };
+
+  const std::int64_t now = monotonicNs();
+  if (opts.cache) opts.cache->beginSample();
+  bool listed = false;
+  if (opts.cache && opts.source) {
+    auto tasks = opts.source->read();
+    if (tasks) {
+      listed = true;
+      stats.process_source = opts.source->name();
+      bool saw_init = false;
+      for (const KernelProcess& k : *tasks) {
+        saw_init |= k.pid == 1;
+        if (full()) continue;
+        take(k.pid, completeKernelProcess(*fs_, k, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads));
+      }
+      // Some kernels' task iterator never visits the first task of the namespace (pid 1 here,
+      // on 6.18): it is read from /proc when the kernel has it.
+      if (!saw_init && fs_->exists("/proc/1/stat") && !full())
+        take(1, readProcessCached(*fs_, 1, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads));
+    } else {
+      stats.warnings.push_back(
+          tasks.error().wrap(fmt::format("reading every process through the {}; /proc instead", opts.source->name()))
+              .describe());
+    }
   }
+  if (!listed) {
+    auto pids = listPids(*fs_);
+    if (!pids) return pids.error();
+    for (pid_t pid : *pids) {
+      if (full()) continue;
+      take(pid, opts.cache ? readProcessCached(*fs_, pid, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads)
+                           : readProcess(*fs_, pid, opts.read_smaps, inScope));
+    }
+  }
+  if (opts.cache) opts.cache->forget();
 
   if (stats.processes_outside_mount > 0) {
     stats.warnings.push_back(fmt::format(

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include "headroom/util/clock.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -89,8 +91,9 @@ Result<ProcStat> parseProcStat(std::string_view text) {
   auto majflt = num(9, "majflt field");
   auto utime = num(11, "utime field");
   auto stime = num(12, "stime field");
+  auto threads = num(17, "num_threads field");
   auto start = num(19, "starttime field");
-  for (auto* r : {&minflt, &majflt, &utime, &stime, &start}) {
+  for (auto* r : {&minflt, &majflt, &utime, &stime, &threads, &start}) {
     if (!*r) return r->error();
   }
   st.minflt = *minflt;
@@ -98,6 +101,7 @@ Result<ProcStat> parseProcStat(std::string_view text) {
   st.utime_ticks = *utime;
   st.stime_ticks = *stime;
   st.start_time_ticks = *start;
+  st.threads = static_cast<std::uint32_t>(*threads);
   return st;
 }
 
@@ -214,9 +218,10 @@ ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
     if (smaps_text) {
       auto sm = parseSmapsRollup(*smaps_text);
       // An empty smaps_rollup means the mm went away between reads: the process is exiting.
-      if (sm)
+      if (sm) {
         s.smaps = *sm;
-      else if (smaps_text->empty())
+        s.smaps_read_ns = monotonicNs();
+      } else if (smaps_text->empty())
         return fail(makeError(ESRCH, fmt::format("{}/smaps_rollup is empty", dir->path())));
       else
         return fail(sm.error().wrap(fmt::format("parsing {}/smaps_rollup", dir->path())));

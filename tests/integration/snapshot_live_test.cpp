@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "headroom/model/snapshot.h"
+#include "headroom/sensors/task_iter.h"
 #include "headroom/sources/collector.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
@@ -80,18 +81,58 @@ ChildProcess startWorkload(const CgroupSandbox& sb, std::vector<std::string> arg
   return std::move(*c);
 }
 
-std::shared_ptr<const Snapshot> snapshotOf(const CgroupSandbox& sb) {
-  auto fs = FsRoot::open("/");
-  auto c = Collector::create(*fs);
-  if (!c) throw std::runtime_error(c.error().describe());
-  CollectOptions o;
-  o.cgroups = {sb.path()};
-  auto raw = c->collect(o);
-  if (!raw) throw std::runtime_error(raw.error().describe());
-  return buildSnapshot(std::move(*raw), RoleMatcher({*parseRoleRule("prover=comm:headroom-worklo")}));
+// The three ways the processes are read, each held to the same truth: every /proc file of every
+// process (one-shot commands); the agent's cache over /proc (statm first, the rest when due);
+// the agent's task iterator (one BPF read) with /proc only where it has no figure.
+enum class Source { kProcfs, kProcfsCached, kTaskIterator };
+
+std::string sourceName(const ::testing::TestParamInfo<Source>& i) {
+  switch (i.param) {
+    case Source::kProcfs: return "Procfs";
+    case Source::kProcfsCached: return "ProcfsCached";
+    case Source::kTaskIterator: return "TaskIterator";
+  }
+  return "?";
 }
 
-TEST(SnapshotLive, BreakdownMatchesKnownAllocations) {
+struct Sampler {
+  SourceRoot root;
+  ProcessCache cache;
+  std::unique_ptr<TaskIterator> tasks;
+  Source mode;
+
+  explicit Sampler(Source m) : mode(m) {
+    auto r = openSourceRoot("/");
+    if (!r) throw std::runtime_error(r.error().describe());
+    root = std::move(*r);
+    if (mode == Source::kTaskIterator) {
+      auto it = TaskIterator::open(root.collector->hierarchy().version());
+      if (!it) throw std::runtime_error("task iterator: " + it.error().describe());
+      tasks = std::move(*it);
+    }
+  }
+  RawSample collect(CollectOptions o) {
+    if (mode != Source::kProcfs) o.cache = &cache;
+    o.source = tasks.get();
+    auto raw = root.collector->collect(o);
+    if (!raw) throw std::runtime_error(raw.error().describe());
+    if (mode == Source::kTaskIterator) EXPECT_EQ(raw->stats.process_source, "bpf-task-iterator");
+    return std::move(*raw);
+  }
+  // A cached sampler reads twice: the second sample is the one made from what it remembered.
+  std::shared_ptr<const Snapshot> snapshotOf(const CgroupSandbox& sb) {
+    CollectOptions o;
+    o.cgroups = {sb.path()};
+    if (mode != Source::kProcfs) (void)collect(o);
+    return buildSnapshot(collect(o), RoleMatcher({*parseRoleRule("prover=comm:headroom-worklo")}));
+  }
+};
+
+class SnapshotLive : public ::testing::TestWithParam<Source> {};
+INSTANTIATE_TEST_SUITE_P(Sources, SnapshotLive,
+                         ::testing::Values(Source::kProcfs, Source::kProcfsCached, Source::kTaskIterator), sourceName);
+
+TEST_P(SnapshotLive, BreakdownMatchesKnownAllocations) {
   SKIP_WITHOUT_CGROUPS();
   auto sb = CgroupSandbox::create("headroom-snapshot-test");
   ASSERT_TRUE(sb) << sb.error().describe();
@@ -108,7 +149,8 @@ TEST(SnapshotLive, BreakdownMatchesKnownAllocations) {
   ChildProcess d = startWorkload(*sb, {"--tmpfs-file", unmapped.path, std::to_string(32 * kMiB), "--exit-after-ready"});
   ASSERT_TRUE(d.wait());
 
-  auto snap = snapshotOf(*sb);
+  Sampler sampler(GetParam());
+  auto snap = sampler.snapshotOf(*sb);
   const CgroupSnapshot* cg = snap->findCgroup(sb->path());
   ASSERT_NE(cg, nullptr);
   const Attribution& at = cg->attribution;
@@ -168,7 +210,7 @@ TEST(SnapshotLive, BreakdownMatchesKnownAllocations) {
 // Every process of the machine is in an unscoped snapshot, whatever cgroup it is in: on cgroup
 // v2 the root cgroup (pid 1, everything a bare machine starts there) has no memory.current,
 // which once dropped all of its processes.
-TEST(SnapshotLive, EveryProcessIsInTheTable) {
+TEST_P(SnapshotLive, EveryProcessIsInTheTable) {
   SKIP_WITHOUT_CGROUPS();
   auto userProcesses = [] {
     std::set<pid_t> out;
@@ -183,15 +225,13 @@ TEST(SnapshotLive, EveryProcessIsInTheTable) {
     }
     return out;
   };
+  Sampler sampler(GetParam());
+  if (GetParam() != Source::kProcfs) (void)sampler.collect({});
   auto before = userProcesses();
-  auto fs = FsRoot::open("/");
-  auto c = Collector::create(*fs);
-  ASSERT_TRUE(c) << c.error().describe();
-  auto raw = c->collect({});
-  ASSERT_TRUE(raw) << raw.error().describe();
-  for (const std::string& w : raw->stats.warnings) ADD_FAILURE() << "warning: " << w;
-  EXPECT_EQ(raw->stats.processes_outside_mount, 0u);
-  auto snap = buildSnapshot(std::move(*raw), RoleMatcher());
+  RawSample raw = sampler.collect({});
+  for (const std::string& w : raw.stats.warnings) ADD_FAILURE() << "warning: " << w;
+  EXPECT_EQ(raw.stats.processes_outside_mount, 0u);
+  auto snap = buildSnapshot(std::move(raw), RoleMatcher());
   auto after = userProcesses();
   std::size_t checked = 0;
   for (pid_t pid : before) {
@@ -207,7 +247,7 @@ TEST(SnapshotLive, EveryProcessIsInTheTable) {
   }
 }
 
-TEST(SnapshotLive, CliJsonOnTheSandbox) {
+TEST(SnapshotCli, JsonOnTheSandbox) {
   SKIP_WITHOUT_CGROUPS();
   auto sb = CgroupSandbox::create("headroom-snapshot-cli");
   ASSERT_TRUE(sb) << sb.error().describe();
@@ -231,16 +271,14 @@ TEST(SnapshotLive, CliJsonOnTheSandbox) {
   EXPECT_NE(pid.out.find(sb->path().substr(sb->path().size() - 20)), std::string::npos) << pid.out;
 }
 
-TEST(SnapshotLive, ExitedProcessesAreCountedNotErrors) {
+TEST_P(SnapshotLive, ExitedProcessesAreCountedNotErrors) {
   SKIP_WITHOUT_CGROUPS();
   auto sb = CgroupSandbox::create("headroom-snapshot-churn");
   ASSERT_TRUE(sb) << sb.error().describe();
   // Processes come and go while the collector reads: it must never fail because of that.
   std::vector<ChildProcess> kids;
   for (int i = 0; i < 20; ++i) kids.push_back(startWorkload(*sb, {"--anon", std::to_string(kMiB)}));
-  auto fs = FsRoot::open("/");
-  auto col = Collector::create(*fs);
-  ASSERT_TRUE(col);
+  Sampler sampler(GetParam());
   std::thread killer([&] {
     for (auto& k : kids) {
       k.closeStdin();
@@ -250,9 +288,8 @@ TEST(SnapshotLive, ExitedProcessesAreCountedNotErrors) {
   for (int round = 0; round < 20; ++round) {
     CollectOptions o;
     o.cgroups = {sb->path()};
-    auto raw = col->collect(o);
-    ASSERT_TRUE(raw) << raw.error().describe();
-    EXPECT_EQ(raw->stats.processes_failed, 0u) << raw->stats.warnings.front();
+    RawSample raw = sampler.collect(o);
+    EXPECT_EQ(raw.stats.processes_failed, 0u) << raw.stats.warnings.front();
   }
   killer.join();
   for (auto& k : kids) ASSERT_TRUE(k.wait());

@@ -61,6 +61,8 @@ struct AgentConfig {
   std::vector<std::string> cgroups;
   std::vector<RoleRule> role_rules;   // parsed from "ROLE=KIND:VALUE", first match wins
   bool smaps = true;                  // read smaps_rollup (PSS)
+  std::chrono::milliseconds pss_max_age{60000};  // PSS read again at least this often
+  std::uint64_t pss_step = 4ULL << 20;            // or when RSS moved by this much
   std::size_t max_processes = 20000;  // processes read per sample; beyond, counted only
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";          // trace, debug, info, warn, error

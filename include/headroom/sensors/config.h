@@ -13,6 +13,7 @@ namespace headroom {
 struct SensorsConfig {
   bool bpf = true;  // false (--no-bpf): /dev/kmsg and cgroup files only
   bool kmsg = true;
+  bool tasks = true;  // every process in one pass of the task iterator (the collector's source)
   bool faults = true, mmap = true, rss = true, cuda = true;
   // Memory cgroup ids (directory inode numbers) to track; nullopt: every cgroup.
   std::optional<std::vector<std::uint64_t>> tracked_cgroups;

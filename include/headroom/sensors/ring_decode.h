@@ -10,6 +10,8 @@
 
 #include "headroom/sensors/oom_event.h"
 #include "headroom/sensors/oom_joiner.h"
+#include "headroom/sources/process_cache.h"
+#include "headroom/util/result.h"
 
 namespace headroom {
 
@@ -36,5 +38,12 @@ struct DecodedExit {
   std::uint64_t cgroup_id = 0;
 };
 std::optional<DecodedExit> decodeExitRecord(std::span<const std::byte> bytes);
+
+// The task iterator's output (hr_task_record after hr_task_record) as processes: each thread's
+// faults added to its process's, kernel threads kept (flagged) so that they can be counted.
+// `ticks_per_second` converts the start time as /proc does (USER_HZ); `page_bytes` the pages.
+// An error for a length that is not a whole number of records (a torn read).
+Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> bytes, std::uint64_t ticks_per_second,
+                                                     std::uint64_t page_bytes);
 
 }  // namespace headroom

@@ -19,6 +19,7 @@
 #include "headroom/sensors/readings.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/fs_root.h"
+#include "headroom/sources/process_cache.h"
 #include "headroom/sources/procfs.h"
 #include "headroom/util/result.h"
 
@@ -33,6 +34,9 @@ class Sensors {
   Sensors& operator=(const Sensors&) = delete;
 
   const std::vector<SensorStatus>& status() const;
+  // Every process of the machine in one read (the task iterator); nullptr when the "tasks"
+  // sensor is not active. Lives as long as this.
+  ProcessSource* processSource() const;
   // Consumes what the rings and /dev/kmsg hold, waiting up to timeout_ms for the first record.
   void poll(int timeout_ms);
   std::vector<OomEvent> takeOomEvents();

@@ -13,6 +13,7 @@
 
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/fs_root.h"
+#include "headroom/sources/process_cache.h"
 #include "headroom/sources/procfs.h"
 #include "headroom/util/result.h"
 
@@ -30,6 +31,12 @@ struct CollectOptions {
   bool read_smaps = true;
   // Bound on processes read per tick; beyond it processes are counted, not read.
   std::size_t max_processes = 20000;
+  // A long-running sampler's memory of processes: with it, /proc files are read only when due
+  // (process_cache.h). Without it every file of every process is read (one-shot commands).
+  ProcessCache* cache = nullptr;
+  // With `cache`: every process of the machine in one read from the kernel (the task iterator)
+  // instead of listing /proc. A failed read falls back to /proc for that sample, with a warning.
+  ProcessSource* source = nullptr;
 };
 
 struct CollectStats {
@@ -44,6 +51,8 @@ struct CollectStats {
   // the namespace's own mount): not read, said in warnings.
   std::size_t processes_outside_mount = 0;
   std::vector<std::string> cgroups_missing;  // watched cgroups absent (missing_cgroups_ok)
+  std::string process_source = "procfs";     // where the per-process figures came from
+  ProcFileReads proc_reads;                  // the /proc files read for them
   std::vector<std::string> warnings;
 };
 

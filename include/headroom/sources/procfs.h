@@ -47,6 +47,7 @@ struct ProcStat {
   std::uint64_t minflt = 0, majflt = 0;
   std::uint64_t utime_ticks = 0, stime_ticks = 0;
   std::uint64_t start_time_ticks = 0;  // since boot; with the pid, the process's identity
+  std::uint32_t threads = 0;
 };
 Result<ProcStat> parseProcStat(std::string_view text);
 
@@ -77,6 +78,10 @@ struct ProcessSample {
   std::string cmdline;
   ProcStatus status;
   std::optional<SmapsRollup> smaps;  // nullopt when unreadable (another user's, no CAP_SYS_PTRACE)
+  // CLOCK_MONOTONIC when `smaps` was read: a long-running sampler re-reads PSS only when due
+  // (process_cache.h), so the figure may be older than the sample.
+  std::int64_t smaps_read_ns = 0;
+  std::optional<int> oom_score_adj;  // when the source reads it (the task iterator)
   std::uint64_t minflt = 0, majflt = 0;
   ProcCgroups cgroups;        // as /proc/<pid>/cgroup shows them
   std::string memory_cgroup;  // the memory cgroup, relative to the hierarchy's mount (collector)

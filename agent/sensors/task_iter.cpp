@@ -1,0 +1,88 @@
+#include "headroom/sensors/task_iter.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <span>
+
+#include "headroom_tasks.skel.h"
+#include "headroom/sensors/libbpf_log.h"
+#include "headroom/sensors/ring_decode.h"
+#include "headroom/sources/fs_root.h"
+
+namespace headroom {
+namespace {
+
+// PROC_PID_INIT_INO (include/linux/proc_ns.h): the initial pid namespace's inode number.
+constexpr ino_t kInitPidNsInode = 0xEFFFFFFCU;
+// The output of one read, grown when a machine has more tasks; 64 pages to start.
+constexpr std::size_t kFirstBuffer = 64 * 4096;
+
+struct SkelDeleter {
+  void operator()(headroom_tasks_bpf* s) const { headroom_tasks_bpf__destroy(s); }
+};
+struct LinkDeleter {
+  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+
+}  // namespace
+
+struct TaskIterator::Impl {
+  std::unique_ptr<headroom_tasks_bpf, SkelDeleter> skel;
+  std::unique_ptr<bpf_link, LinkDeleter> link;
+  std::vector<std::byte> buffer = std::vector<std::byte>(kFirstBuffer);
+  std::uint64_t ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+  std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+};
+
+TaskIterator::TaskIterator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TaskIterator::~TaskIterator() = default;
+
+Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version) {
+  struct stat ns {};
+  if (::stat("/proc/self/ns/pid", &ns) != 0) return makeError(errno, "/proc/self/ns/pid");
+  if (ns.st_ino != kInitPidNsInode)
+    return makeError(EINVAL,
+                     "the agent runs in a pid namespace of its own: the kernel's pids are not this /proc's "
+                     "(run it with the host's pid namespace, e.g. hostPID)");
+  routeLibbpfLogToSpdlog();
+  auto impl = std::make_unique<Impl>();
+  detail::LibbpfLogCapture capture;
+  impl->skel.reset(headroom_tasks_bpf__open());
+  if (!impl->skel) return makeError(errno, "opening the task iterator's BPF object");
+  impl->skel->rodata->cfg_memory_v1 = memory_version == 1;
+  impl->skel->rodata->cfg_nr_cpus = static_cast<__u32>(std::max(1, libbpf_num_possible_cpus()));
+  if (int err = headroom_tasks_bpf__load(impl->skel.get()); err != 0) {
+    std::string log = capture.text();
+    return makeError(-err, fmt::format("loading the task iterator (iter/task){}", log.empty() ? "" : ": " + log));
+  }
+  impl->link.reset(bpf_program__attach_iter(impl->skel->progs.dump_tasks, nullptr));
+  if (!impl->link) return makeError(errno, "attaching the task iterator");
+  auto it = std::unique_ptr<TaskIterator>(new TaskIterator(std::move(impl)));
+  // One read now: a kernel that loads the program but cannot run it fails here, not later.
+  if (auto first = it->read(); !first) return first.error();
+  return it;
+}
+
+Result<std::vector<KernelProcess>> TaskIterator::read() {
+  Impl& m = *impl_;
+  Fd fd(bpf_iter_create(bpf_link__fd(m.link.get())));
+  if (!fd.valid()) return makeError(errno, "creating a task iterator");
+  std::size_t used = 0;
+  for (;;) {
+    if (m.buffer.size() - used < 4096) m.buffer.resize(m.buffer.size() * 2);
+    ssize_t n = ::read(fd.get(), m.buffer.data() + used, m.buffer.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return makeError(errno, "reading the task iterator");
+    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  return decodeTaskRecords(std::span(m.buffer.data(), used), m.ticks, m.page);
+}
+
+}  // namespace headroom

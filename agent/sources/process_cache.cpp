@@ -1,0 +1,262 @@
+#include "headroom/sources/process_cache.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "headroom/sources/parse.h"
+
+namespace headroom {
+namespace {
+
+bool isGone(const Error& e) { return e.code == ENOENT || e.code == ESRCH; }
+
+ProcessRead failed(const Error& e) {
+  ProcessRead out;
+  out.outcome = isGone(e) ? ReadOutcome::kVanished : ReadOutcome::kFailed;
+  out.error = e;
+  return out;
+}
+
+ProcessRead outcome(ReadOutcome o) {
+  ProcessRead out;
+  out.outcome = o;
+  return out;
+}
+
+// A file of /proc/<pid>, read through the held directory; an empty file of a process that is
+// exiting reads as vanished.
+Result<std::string> readNonEmpty(const Dir& dir, std::string_view name, ProcFileReads& reads) {
+  ++reads.files;
+  auto text = dir.readFile(name);
+  if (!text) return text.error();
+  if (text->empty()) return makeError(ESRCH, fmt::format("{}/{} is empty", dir.path(), name));
+  return text;
+}
+
+// smaps_rollup into the cache entry. An error only when the process went away or the file is
+// garbage; unreadable (permissions, kernels before 4.14) marks the entry and is not an error.
+std::optional<Error> readSmaps(const Dir& dir, CachedProcess& e, std::uint64_t rss, std::int64_t now_ns,
+                               ProcFileReads& reads) {
+  ++reads.files;
+  ++reads.smaps;
+  auto text = dir.readFile("smaps_rollup");
+  if (!text) {
+    if (isGone(text.error()) && !dir.exists("stat")) return text.error();
+    e.smaps_unreadable = true;
+    e.smaps.reset();
+    return std::nullopt;
+  }
+  if (text->empty()) return makeError(ESRCH, fmt::format("{}/smaps_rollup is empty", dir.path()));
+  auto sm = parseSmapsRollup(*text);
+  if (!sm) return sm.error().wrap(fmt::format("parsing {}/smaps_rollup", dir.path()));
+  e.smaps = *sm;
+  e.smaps_read_ns = now_ns;
+  e.smaps_read_rss = rss;
+  return std::nullopt;
+}
+
+void fillFromEntry(ProcessSample& s, const CachedProcess& e) {
+  s.cmdline = e.cmdline;
+  s.smaps = e.smaps;
+  s.smaps_read_ns = e.smaps ? e.smaps_read_ns : 0;
+  if (e.cgroups) s.cgroups = *e.cgroups;
+}
+
+}  // namespace
+
+Result<Statm> parseStatm(std::string_view text) {
+  auto f = splitFields(text);
+  if (f.size() < 3) return makeError(0, fmt::format("only {} fields, need 3 (truncated or not a statm file)", f.size()));
+  Statm s;
+  for (auto [i, out] : {std::pair{0, &s.size}, std::pair{1, &s.resident}, std::pair{2, &s.shared}}) {
+    auto v = parseU64(f[static_cast<std::size_t>(i)]);
+    if (!v) return v.error().wrap(fmt::format("statm field {}", i + 1));
+    *out = *v;
+  }
+  return s;
+}
+
+CachedProcess& ProcessCache::entry(pid_t pid, std::uint64_t start_time_ticks) {
+  CachedProcess& e = by_pid_[pid];
+  if (e.seen != 0 && e.start_time_ticks != start_time_ticks) e = CachedProcess{};
+  e.start_time_ticks = start_time_ticks;
+  e.seen = sample_;
+  return e;
+}
+
+void ProcessCache::forget() {
+  std::erase_if(by_pid_, [&](const auto& kv) { return kv.second.seen != sample_; });
+  // Ids of cgroups no process is in any more (a removed cgroup's id is never reused).
+  if (by_cgroup_id_.size() > 2 * by_pid_.size() + 64) {
+    std::unordered_map<std::uint64_t, ProcCgroups> live;
+    for (const auto& [pid, e] : by_pid_) {
+      auto it = by_cgroup_id_.find(e.cgroup_id);
+      if (it != by_cgroup_id_.end()) live.insert(*it);
+    }
+    by_cgroup_id_ = std::move(live);
+  }
+}
+
+const ProcCgroups* ProcessCache::cgroupsOf(std::uint64_t id) const {
+  if (id == 0) return nullptr;
+  auto it = by_cgroup_id_.find(id);
+  return it == by_cgroup_id_.end() ? nullptr : &it->second;
+}
+
+void ProcessCache::rememberCgroups(std::uint64_t id, const ProcCgroups& cg) {
+  if (id != 0) by_cgroup_id_[id] = cg;
+}
+
+bool ProcessCache::pssDue(const CachedProcess& e, std::uint64_t rss, std::int64_t now_ns) const {
+  if (e.smaps_unreadable) return false;
+  if (!e.smaps) return true;
+  std::uint64_t moved = rss > e.smaps_read_rss ? rss - e.smaps_read_rss : e.smaps_read_rss - rss;
+  return moved >= pss_.step || now_ns - e.smaps_read_ns >= pss_.max_age.count();
+}
+
+ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, bool with_smaps, std::int64_t now_ns,
+                              const std::function<bool(const ProcCgroups&)>& want, ProcFileReads& reads) {
+  auto dir = fs.openDir(fmt::format("/proc/{}", pid));
+  if (!dir) return failed(dir.error());
+
+  // The cgroup first, as readProcess(): a process can be moved at any time.
+  auto cg_text = readNonEmpty(*dir, "cgroup", reads);
+  ++reads.cgroup;
+  if (!cg_text) return failed(cg_text.error());
+  auto cg = parseProcCgroup(*cg_text);
+  if (!cg) return failed(cg.error().wrap(fmt::format("parsing {}/cgroup", dir->path())));
+  if (want && !want(*cg)) return outcome(ReadOutcome::kSkipped);
+
+  auto stat_text = readNonEmpty(*dir, "stat", reads);
+  if (!stat_text) return failed(stat_text.error());
+  auto st = parseProcStat(*stat_text);
+  if (!st) return failed(st.error().wrap(fmt::format("parsing {}/stat", dir->path())));
+  CachedProcess& e = cache.entry(pid, st->start_time_ticks);
+  e.cgroups = *cg;
+
+  auto statm_text = readNonEmpty(*dir, "statm", reads);
+  if (!statm_text) return failed(statm_text.error());
+  auto statm = parseStatm(*statm_text);
+  if (!statm) return failed(statm.error().wrap(fmt::format("parsing {}/statm", dir->path())));
+  // status (uid, the RSS split, page tables, locked and pinned) only when statm or the thread
+  // count moved, or at the PSS period: the rest changes with them.
+  bool status_due = !e.status || e.statm != *statm || e.status->threads != st->threads ||
+                    now_ns - e.status_read_ns >= cache.pss().max_age.count();
+  if (status_due) {
+    auto status_text = readNonEmpty(*dir, "status", reads);
+    ++reads.status;
+    if (!status_text) return failed(status_text.error());
+    auto status = parseProcStatus(*status_text);
+    if (!status) return failed(status.error().wrap(fmt::format("parsing {}/status", dir->path())));
+    e.status = *status;
+    e.statm = *statm;
+    e.status_read_ns = now_ns;
+  }
+  if (e.status->kernel_thread) return outcome(ReadOutcome::kKernelThread);
+
+  if (!e.cmdline_read || e.comm != st->comm) {
+    ++reads.cmdline;
+    ++reads.files;
+    auto cmdline = dir->readFile("cmdline");
+    if (!cmdline) return failed(cmdline.error());
+    e.cmdline = parseCmdline(*cmdline);
+    e.comm = st->comm;
+    e.cmdline_read = true;
+  }
+  if (with_smaps && cache.pssDue(e, e.status->vm_rss, now_ns)) {
+    if (auto err = readSmaps(*dir, e, e.status->vm_rss, now_ns, reads)) return failed(*err);
+  }
+
+  ProcessRead out;
+  out.outcome = ReadOutcome::kOk;
+  ProcessSample& s = out.sample;
+  s.pid = pid;
+  s.start_time_ticks = st->start_time_ticks;
+  s.ppid = st->ppid;
+  s.comm = st->comm;
+  s.minflt = st->minflt;
+  s.majflt = st->majflt;
+  s.status = *e.status;
+  s.status.threads = st->threads;
+  s.uid = s.status.uid;
+  fillFromEntry(s, e);
+  if (!with_smaps) s.smaps.reset();
+  return out;
+}
+
+ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, ProcessCache& cache, bool with_smaps,
+                                  std::int64_t now_ns, const std::function<bool(const ProcCgroups&)>& want,
+                                  ProcFileReads& reads) {
+  if (k.kernel_thread) return outcome(ReadOutcome::kKernelThread);
+  CachedProcess& e = cache.entry(k.pid, k.start_time_ticks);
+
+  // /proc/<pid> only when something is due; then its stat tells whether the pid still names the
+  // process the kernel source saw (pid reuse between the two reads).
+  std::optional<Dir> dir;
+  auto openDir = [&]() -> std::optional<Error> {
+    if (dir) return std::nullopt;
+    auto d = fs.openDir(fmt::format("/proc/{}", k.pid));
+    if (!d) return d.error();
+    dir.emplace(std::move(*d));
+    return std::nullopt;
+  };
+
+  if (!e.cgroups || e.cgroup_id != k.cgroup_id || k.cgroup_id == 0) {
+    if (const ProcCgroups* known = cache.cgroupsOf(k.cgroup_id)) {
+      e.cgroups = *known;
+    } else {
+      if (auto err = openDir()) return failed(*err);
+      auto text = readNonEmpty(*dir, "cgroup", reads);
+      ++reads.cgroup;
+      if (!text) return failed(text.error());
+      auto cg = parseProcCgroup(*text);
+      if (!cg) return failed(cg.error().wrap(fmt::format("parsing {}/cgroup", dir->path())));
+      e.cgroups = *cg;
+      cache.rememberCgroups(k.cgroup_id, *cg);
+    }
+    e.cgroup_id = k.cgroup_id;
+  }
+  if (want && !want(*e.cgroups)) return outcome(ReadOutcome::kSkipped);
+
+  if (!e.cmdline_read || e.comm != k.comm) {
+    if (auto err = openDir()) return failed(*err);
+    ++reads.cmdline;
+    ++reads.files;
+    auto cmdline = dir->readFile("cmdline");
+    if (!cmdline) return failed(cmdline.error());
+    e.cmdline = parseCmdline(*cmdline);
+    e.comm = k.comm;
+    e.cmdline_read = true;
+  }
+  if (with_smaps && cache.pssDue(e, k.status.vm_rss, now_ns)) {
+    if (auto err = openDir()) return failed(*err);
+    if (auto err = readSmaps(*dir, e, k.status.vm_rss, now_ns, reads)) return failed(*err);
+  }
+  if (dir) {
+    auto stat_text = readNonEmpty(*dir, "stat", reads);
+    if (!stat_text) return failed(stat_text.error());
+    auto st = parseProcStat(*stat_text);
+    if (!st) return failed(st.error().wrap(fmt::format("parsing {}/stat", dir->path())));
+    if (st->start_time_ticks != k.start_time_ticks)
+      return failed(makeError(ESRCH, fmt::format("pid {} was reused while it was read", k.pid)));
+  }
+
+  ProcessRead out;
+  out.outcome = ReadOutcome::kOk;
+  ProcessSample& s = out.sample;
+  s.pid = k.pid;
+  s.start_time_ticks = k.start_time_ticks;
+  s.ppid = k.ppid;
+  s.uid = k.uid;
+  s.comm = k.comm;
+  s.minflt = k.minflt;
+  s.majflt = k.majflt;
+  s.status = k.status;
+  s.oom_score_adj = k.oom_score_adj;
+  fillFromEntry(s, e);
+  if (!with_smaps) s.smaps.reset();
+  return out;
+}
+
+}  // namespace headroom

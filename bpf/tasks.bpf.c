@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The per-process source: a task iterator (iter/task, 5.8+) that writes one hr_task_record per
+ * task to the reader. One read() per sample walks every task of the machine under RCU: no file
+ * per process, no text to format in the kernel and parse back in user space. A program of its
+ * own (not linked with the sensors): it loads, or fails, on its own. */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "core_fixes.bpf.h"
+#include "events.h"
+
+#define PF_KTHREAD 0x00200000 /* include/linux/sched.h: I am a kernel thread */
+#define CGROUP_SUBSYS_MAX 16  /* a bound for the verifier on an index into css_set->subsys[] */
+
+/* Set by user space before load: the memory controller is on cgroup v1 (use the memory css);
+ * the possible CPUs (the per-CPU parts of the RSS counters to add). */
+const volatile bool cfg_memory_v1 = false;
+const volatile __u32 cfg_nr_cpus = 1;
+#define HR_MAX_CPUS 1024
+
+/* A per-CPU array of one slot: its per-CPU base (bpf_array.pptrs[0]) and each CPU's copy of it
+ * tell that CPU's per-CPU offset, with no kernel symbol (kallsyms may lack data symbols). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_offsets SEC(".maps");
+
+static __always_inline __u64 memory_cgroup_id(struct task_struct *t)
+{
+	if (cfg_memory_v1) {
+		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+		struct css_set *cs = BPF_CORE_READ(t, cgroups);
+		struct cgroup_subsys_state *css = NULL;
+
+		if (id < 0 || id >= CGROUP_SUBSYS_MAX || !cs)
+			return 0;
+		bpf_core_read(&css, sizeof(css), &cs->subsys[id]);
+		if (!css)
+			return 0;
+		return BPF_CORE_READ(css, cgroup, kn, id);
+	}
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+static __always_inline __u64 nonneg(long v)
+{
+	return v < 0 ? 0 : (__u64)v;
+}
+
+/* A kernel pointer as a number (the verifier allows no arithmetic on a map's pointer). */
+static __always_inline __u64 address_of(const void *p)
+{
+	__u64 a = 0;
+
+	bpf_probe_read_kernel(&a, sizeof(a), &p);
+	return a;
+}
+
+/* Since 6.2 each RSS counter is a percpu_counter: `count` plus up to a batch per CPU not yet
+ * folded in. /proc/<pid>/status shows the sum (get_mm_counter_sum(), 6.16+): so does this, for
+ * every kernel with per-CPU counters. */
+static __always_inline void add_percpu_parts(struct mm_struct *mm, __u64 pages[4])
+{
+	long sum[4] = {};
+	__s32 *parts[4];
+	__u64 base = 0, map = address_of(&cpu_offsets);
+	__u32 cpu, zero = 0;
+
+	if (map)
+		bpf_probe_read_kernel(&base, sizeof(base),
+				      (const void *)(map + bpf_core_field_offset(struct bpf_array, pptrs)));
+	parts[HR_MM_FILEPAGES] = BPF_CORE_READ(mm, rss_stat[HR_MM_FILEPAGES].counters);
+	parts[HR_MM_ANONPAGES] = BPF_CORE_READ(mm, rss_stat[HR_MM_ANONPAGES].counters);
+	parts[HR_MM_SWAPENTS] = BPF_CORE_READ(mm, rss_stat[HR_MM_SWAPENTS].counters);
+	parts[HR_MM_SHMEMPAGES] = BPF_CORE_READ(mm, rss_stat[HR_MM_SHMEMPAGES].counters);
+	for (cpu = 0; cpu < HR_MAX_CPUS && cpu < cfg_nr_cpus; cpu++) {
+		const void *copy = bpf_map_lookup_percpu_elem(&cpu_offsets, &zero, cpu);
+		__u64 off;
+		int i;
+
+		if (!copy || !base)
+			continue;
+		off = address_of(copy) - base;
+		for (i = 0; i < 4; i++) {
+			__s32 v = 0;
+
+			bpf_probe_read_kernel(&v, sizeof(v), (const void *)((__u64)parts[i] + off));
+			sum[i] += v;
+		}
+	}
+	for (int i = 0; i < 4; i++) {
+		long total = (long)pages[i] + sum[i];
+
+		pages[i] = total < 0 ? 0 : (__u64)total;
+	}
+}
+
+SEC("iter/task")
+int dump_tasks(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *t = ctx->task;
+	struct hr_task_record r = {};
+	struct signal_struct *sig;
+	struct mm_struct *mm;
+
+	if (!t)
+		return 0;
+	r.pid = t->pid;
+	r.tgid = t->tgid;
+	if (t->flags & PF_KTHREAD) {
+		r.flags = HR_TASK_KTHREAD;
+		bpf_seq_write(seq, &r, sizeof(r));
+		return 0;
+	}
+	r.min_flt = t->min_flt;
+	r.maj_flt = t->maj_flt;
+	if (r.pid != r.tgid) {
+		r.flags = HR_TASK_THREAD;
+		bpf_seq_write(seq, &r, sizeof(r));
+		return 0;
+	}
+	sig = t->signal;
+	r.ppid = BPF_CORE_READ(t, real_parent, tgid);
+	r.start_boottime_ns = t->start_boottime;
+	bpf_probe_read_kernel_str(r.comm, sizeof(r.comm), t->comm);
+	r.cgroup_id = memory_cgroup_id(t);
+	r.uid = BPF_CORE_READ(t, real_cred, uid.val);
+	r.oom_score_adj = BPF_CORE_READ(sig, oom_score_adj);
+	r.threads = BPF_CORE_READ(sig, nr_threads);
+	/* /proc/<pid>/stat: the exited threads' faults, kept in the signal struct, plus the live
+	 * threads' own (user space adds those from their records). */
+	r.min_flt += BPF_CORE_READ(sig, min_flt);
+	r.maj_flt += BPF_CORE_READ(sig, maj_flt);
+	mm = t->mm;
+	if (!mm) {
+		r.flags = HR_TASK_NO_MM;
+		bpf_seq_write(seq, &r, sizeof(r));
+		return 0;
+	}
+	/* The mm's counters, clamped at zero as /proc clamps them. */
+	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
+		r.rss_file = nonneg(mm_rss_counter(mm, HR_MM_FILEPAGES));
+		r.rss_anon = nonneg(mm_rss_counter(mm, HR_MM_ANONPAGES));
+		r.swapents = nonneg(mm_rss_counter(mm, HR_MM_SWAPENTS));
+		r.rss_shmem = nonneg(mm_rss_counter(mm, HR_MM_SHMEMPAGES));
+	} else {
+		__u64 pages[4];
+
+		pages[HR_MM_FILEPAGES] = (__u64)mm_rss_counter(mm, HR_MM_FILEPAGES);
+		pages[HR_MM_ANONPAGES] = (__u64)mm_rss_counter(mm, HR_MM_ANONPAGES);
+		pages[HR_MM_SWAPENTS] = (__u64)mm_rss_counter(mm, HR_MM_SWAPENTS);
+		pages[HR_MM_SHMEMPAGES] = (__u64)mm_rss_counter(mm, HR_MM_SHMEMPAGES);
+		add_percpu_parts(mm, pages);
+		r.rss_file = pages[HR_MM_FILEPAGES];
+		r.rss_anon = pages[HR_MM_ANONPAGES];
+		r.swapents = pages[HR_MM_SWAPENTS];
+		r.rss_shmem = pages[HR_MM_SHMEMPAGES];
+	}
+	r.hiwater_rss = BPF_CORE_READ(mm, hiwater_rss);
+	r.total_vm = BPF_CORE_READ(mm, total_vm);
+	r.locked_vm = BPF_CORE_READ(mm, locked_vm);
+	r.pinned_vm = BPF_CORE_READ(mm, pinned_vm.counter);
+	r.pgtables_bytes = BPF_CORE_READ(mm, pgtables_bytes.counter);
+	bpf_seq_write(seq, &r, sizeof(r));
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
