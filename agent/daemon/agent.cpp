@@ -400,6 +400,9 @@ void Agent::Impl::sample() {
         spdlog::warn("updating the BPF cgroup filter: {}", st.error().describe());
     }
   }
+  self_.sample_cpu.processes += raw->stats.processes_cpu;
+  self_.sample_cpu.cgroups += raw->stats.cgroups_cpu;
+  const ThreadCpu model_start = threadCpu();
   SensorReadings readings = sensors_->readings(raw->processes);
   addBudgetCgroup(*raw);
   auto snap = buildSnapshot(std::move(*raw), roles_, std::move(readings));
@@ -415,7 +418,10 @@ void Agent::Impl::sample() {
   self_.last_sample_duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
   self_.last_sample_timestamp_s = unixSeconds();
   updateSelf();
+  const ThreadCpu exporter_start = threadCpu();
+  self_.sample_cpu.model += exporter_start - model_start;
   exporter_.update(*snap, counters(), self_);
+  self_.sample_cpu.exporter += threadCpu() - exporter_start;
 
   incidents_.keep(snap);
   api_.publish(SamplePublication{std::move(snap), sensors_->status(),

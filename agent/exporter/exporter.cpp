@@ -308,6 +308,12 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kProcessCpu, {}, self.cpu_seconds);
   if (self.start_time_seconds > 0) sink.add(kProcessStart, {}, self.start_time_seconds);
   sink.add(kSampleDuration, {}, self.last_sample_duration_s);
+  for (const auto& [phase, cpu] : {std::pair{"processes", self.sample_cpu.processes},
+                                   std::pair{"cgroups", self.sample_cpu.cgroups}, std::pair{"model", self.sample_cpu.model},
+                                   std::pair{"exporter", self.sample_cpu.exporter}}) {
+    sink.add(kSampleCpu, {phase, "user"}, static_cast<double>(cpu.user_ns) / 1e9);
+    sink.add(kSampleCpu, {phase, "system"}, static_cast<double>(cpu.system_ns) / 1e9);
+  }
   if (self.last_sample_timestamp_s > 0) sink.add(kLastSample, {}, self.last_sample_timestamp_s);
   sink.add(kSamples, {}, num(self.samples_total));
   sink.add(kSampleFailures, {}, num(self.sample_failures_total));

@@ -14,6 +14,7 @@ inline constexpr const char* kProcessResident = "process_resident_memory_bytes";
 inline constexpr const char* kProcessCpu = "process_cpu_seconds_total";
 inline constexpr const char* kProcessStart = "process_start_time_seconds";
 inline constexpr const char* kSampleDuration = "headroom_sample_duration_seconds";
+inline constexpr const char* kSampleCpu = "headroom_sample_cpu_seconds_total";
 inline constexpr const char* kLastSample = "headroom_last_sample_timestamp_seconds";
 inline constexpr const char* kSamples = "headroom_samples_total";
 inline constexpr const char* kSampleFailures = "headroom_sample_failures_total";

@@ -33,6 +33,7 @@ Result<Collector> Collector::create(const FsRoot& fs) {
 }
 
 Result<RawSample> Collector::collect(const CollectOptions& opts) const {
+  const ThreadCpu cpu_start = threadCpu();
   RawSample raw;
   raw.wall_time_ns = realtimeNs();
   raw.monotonic_time_ns = monotonicNs();
@@ -157,6 +158,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   };
 
   const std::int64_t now = monotonicNs();
+  const ThreadCpu cpu_processes = threadCpu();
   if (opts.cache) opts.cache->beginSample();
   bool listed = false;
   if (opts.cache && opts.source) {
@@ -190,6 +192,8 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     }
   }
   if (opts.cache) opts.cache->forget();
+  const ThreadCpu cpu_cgroups = threadCpu();
+  stats.processes_cpu = cpu_cgroups - cpu_processes;
 
   if (stats.processes_outside_mount > 0) {
     stats.warnings.push_back(fmt::format(
@@ -221,6 +225,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     }
   }
   raw.completed_monotonic_ns = monotonicNs();
+  stats.cgroups_cpu = (threadCpu() - cpu_cgroups) + (cpu_processes - cpu_start);
   return raw;
 }
 

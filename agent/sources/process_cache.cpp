@@ -78,8 +78,9 @@ Result<Statm> parseStatm(std::string_view text) {
 }
 
 CachedProcess& ProcessCache::entry(pid_t pid, std::uint64_t start_time_ticks) {
-  CachedProcess& e = by_pid_[pid];
-  if (e.seen != 0 && e.start_time_ticks != start_time_ticks) e = CachedProcess{};
+  auto [it, fresh] = by_pid_.try_emplace(pid);
+  CachedProcess& e = it->second;
+  if (!fresh && e.start_time_ticks != start_time_ticks) e = CachedProcess{};
   e.start_time_ticks = start_time_ticks;
   e.seen = sample_;
   return e;

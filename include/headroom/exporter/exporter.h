@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "headroom/util/clock.h"
 #include "headroom/controller/controller.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
@@ -53,6 +54,10 @@ struct AgentSelf {
   double cpu_seconds = 0;
   double start_time_seconds = 0;  // unix time
   double last_sample_duration_s = 0;
+  // The sampling thread's CPU time by phase, summed over every sample.
+  struct PhaseCpu {
+    ThreadCpu processes, cgroups, model, exporter;
+  } sample_cpu;
   double last_sample_timestamp_s = 0;  // unix time of the last successful sample
   std::uint64_t samples_total = 0;
   std::uint64_t sample_failures_total = 0;

@@ -15,6 +15,7 @@
 #include "headroom/sources/fs_root.h"
 #include "headroom/sources/process_cache.h"
 #include "headroom/sources/procfs.h"
+#include "headroom/util/clock.h"
 #include "headroom/util/result.h"
 
 namespace headroom {
@@ -53,6 +54,9 @@ struct CollectStats {
   std::vector<std::string> cgroups_missing;  // watched cgroups absent (missing_cgroups_ok)
   std::string process_source = "procfs";     // where the per-process figures came from
   ProcFileReads proc_reads;                  // the /proc files read for them
+  // What this sample cost the sampling thread: the processes (the task iterator or /proc), and
+  // the rest (meminfo, PSI, the cgroups' files).
+  ThreadCpu processes_cpu, cgroups_cpu;
   std::vector<std::string> warnings;
 };
 

@@ -55,6 +55,8 @@ listen = "0.0.0.0:9500"
 interval = "1.5s"
 cgroups = ["/system.slice/curio.service", "prover//"]
 smaps = false
+pss_max_age = "2m"
+pss_step = "16MiB"
 max_processes = 500
 log_format = "json"
 log_level = "debug"
@@ -65,6 +67,7 @@ rules = ["prover=comm:cuzk", "colocated=cgroup:/curio"]
 [sensors]
 bpf = false
 kmsg = false
+tasks = false
 faults = false
 mmap = false
 rss = false
@@ -136,6 +139,9 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_EQ(c.interval, milliseconds(1500));
   EXPECT_EQ(c.cgroups, (std::vector<std::string>{"/system.slice/curio.service", "/prover"}));
   EXPECT_FALSE(c.smaps);
+  EXPECT_EQ(c.pss_max_age, std::chrono::minutes(2));
+  EXPECT_EQ(c.pss_step, 16ULL << 20);
+  EXPECT_FALSE(c.sensors.tasks);
   EXPECT_EQ(c.max_processes, 500u);
   EXPECT_EQ(c.log_format, LogFormat::kJson);
   EXPECT_EQ(c.log_level, "debug");
@@ -557,7 +563,10 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "journal.path",
                                           "journal.max_bytes",
                                           "journal.flight_window",
-                                          "prover.self_report"};
+                                          "prover.self_report",
+                                          "pss_max_age",
+                                          "pss_step",
+                                          "sensors.tasks"};
   std::set<std::string> got;
   for (const ConfigKey& k : configKeys()) {
     got.insert(k.name);

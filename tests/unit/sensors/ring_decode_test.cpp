@@ -183,5 +183,102 @@ TEST(RingDecode, ExitsAreClassifiedOnTheKernelsEvidence) {
   EXPECT_TRUE(shared->exit.shares_oom_mm);
 }
 
+// The task iterator's records: a process from its leader's record, its threads' faults added
+// (before or after the leader), pages made bytes, the start time in USER_HZ ticks as /proc.
+hr_task_record leader(__u32 tgid, const char* comm) {
+  hr_task_record r{};
+  r.pid = r.tgid = tgid;
+  r.ppid = 1;
+  r.start_boottime_ns = 12'345'678'901ULL;
+  setComm(r.comm, comm);
+  r.cgroup_id = 4242;
+  r.uid = 1000;
+  r.oom_score_adj = -900;
+  r.threads = 3;
+  r.min_flt = 100;
+  r.maj_flt = 2;
+  r.rss_file = 10;
+  r.rss_anon = 20;
+  r.swapents = 3;
+  r.rss_shmem = 5;
+  r.hiwater_rss = 30;  // below today's 35 pages: VmHWM shows the larger
+  r.total_vm = 1000;
+  r.locked_vm = 4;
+  r.pinned_vm = 2;
+  r.pgtables_bytes = 3 * kPage;
+  return r;
+}
+
+hr_task_record thread(__u32 tgid, __u32 pid, __u64 minflt, __u64 majflt) {
+  hr_task_record r{};
+  r.pid = pid;
+  r.tgid = tgid;
+  r.flags = HR_TASK_THREAD;
+  r.min_flt = minflt;
+  r.maj_flt = majflt;
+  return r;
+}
+
+std::vector<std::byte> records(const std::vector<hr_task_record>& rs) {
+  std::vector<std::byte> out;
+  for (const auto& r : rs) {
+    auto b = bytesOf(r);
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+TEST(TaskRecords, AProcessFromItsLeaderAndItsThreads) {
+  hr_task_record kthread{};
+  kthread.pid = kthread.tgid = 2;
+  kthread.flags = HR_TASK_KTHREAD;
+  hr_task_record zombie = leader(77, "zombie");
+  zombie.flags = HR_TASK_NO_MM;
+  // A thread seen before its leader (a reused tgid), another after.
+  auto bytes = records({kthread, thread(500, 499, 7, 0), leader(500, "cuzk"), thread(500, 501, 40, 1), zombie,
+                        thread(900, 901, 5, 5)});
+  auto ps = decodeTaskRecords(bytes, 100, kPage);
+  ASSERT_TRUE(ps) << ps.error().describe();
+  ASSERT_EQ(ps->size(), 3u) << "kthread, cuzk, zombie; the orphan thread of 900 dropped";
+  EXPECT_TRUE((*ps)[0].kernel_thread);
+  EXPECT_TRUE((*ps)[2].kernel_thread) << "a leader without an mm shows no memory, as /proc";
+  const KernelProcess& k = (*ps)[1];
+  EXPECT_EQ(k.pid, 500);
+  EXPECT_FALSE(k.kernel_thread);
+  EXPECT_EQ(k.comm, "cuzk");
+  EXPECT_EQ(k.ppid, 1);
+  EXPECT_EQ(k.uid, 1000u);
+  EXPECT_EQ(k.cgroup_id, 4242u);
+  EXPECT_EQ(k.oom_score_adj, -900);
+  EXPECT_EQ(k.start_time_ticks, 1234u) << "12.345678901 s at 100 ticks a second";
+  EXPECT_EQ(k.minflt, 147u);
+  EXPECT_EQ(k.majflt, 3u);
+  const ProcStatus& s = k.status;
+  EXPECT_EQ(s.rss_file, 10 * kPage);
+  EXPECT_EQ(s.rss_anon, 20 * kPage);
+  EXPECT_EQ(s.rss_shmem, 5 * kPage);
+  EXPECT_EQ(s.vm_rss, 35 * kPage);
+  EXPECT_EQ(s.vm_hwm, 35 * kPage);
+  EXPECT_EQ(s.vm_swap, 3 * kPage);
+  EXPECT_EQ(s.vm_size, 1000 * kPage);
+  EXPECT_EQ(s.vm_lck, 4 * kPage);
+  EXPECT_EQ(s.vm_pin, 2 * kPage);
+  EXPECT_EQ(s.vm_pte, 3 * kPage);
+  EXPECT_EQ(s.threads, 3u);
+  EXPECT_EQ(s.tgid, 500);
+}
+
+TEST(TaskRecords, ATornReadIsAnErrorNeverAGuess) {
+  auto bytes = records({leader(1, "init"), leader(2, "two")});
+  bytes.resize(bytes.size() - 8);
+  auto ps = decodeTaskRecords(bytes, 100, kPage);
+  ASSERT_FALSE(ps);
+  EXPECT_NE(ps.error().describe().find("not a whole number"), std::string::npos) << ps.error().describe();
+  auto empty = decodeTaskRecords({}, 100, kPage);
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->empty());
+  EXPECT_FALSE(decodeTaskRecords(records({leader(1, "x")}), 0, kPage));
+}
+
 }  // namespace
 }  // namespace headroom
