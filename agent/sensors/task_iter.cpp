@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <span>
 
 #include "headroom_tasks.skel.h"
@@ -20,6 +21,7 @@ namespace {
 
 // PROC_PID_INIT_INO (include/linux/proc_ns.h): the initial pid namespace's inode number.
 constexpr ino_t kInitPidNsInode = 0xEFFFFFFCU;
+constexpr const char* kVmlinuxBtf = "/sys/kernel/btf/vmlinux";
 // The output of one read, grown when a machine has more tasks; 64 pages to start.
 constexpr std::size_t kFirstBuffer = 64 * 4096;
 
@@ -53,11 +55,19 @@ Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version) {
   routeLibbpfLogToSpdlog();
   auto impl = std::make_unique<Impl>();
   detail::LibbpfLogCapture capture;
-  impl->skel.reset(headroom_tasks_bpf__open());
+  // The kernel's BTF named as the only target: libbpf would otherwise look through the modules'
+  // BTF for a type this kernel lacks (the pre-6.2 RSS layout), which needs CAP_SYS_ADMIN.
+  bpf_object_open_opts opts{};  // by hand: LIBBPF_OPTS is a GNU statement expression, not C++
+  opts.sz = sizeof(opts);
+  opts.btf_custom_path = ::access(kVmlinuxBtf, R_OK) == 0 ? kVmlinuxBtf : nullptr;
+  impl->skel.reset(headroom_tasks_bpf__open_opts(&opts));
   if (!impl->skel) return makeError(errno, "opening the task iterator's BPF object");
   impl->skel->rodata->cfg_memory_v1 = memory_version == 1;
   impl->skel->rodata->cfg_nr_cpus = static_cast<__u32>(std::max(1, libbpf_num_possible_cpus()));
   if (int err = headroom_tasks_bpf__load(impl->skel.get()); err != 0) {
+    if (err == -EPERM || err == -EACCES)
+      return makeError(-err, fmt::format("BPF not permitted ({}): needs CAP_BPF and CAP_PERFMON, or root",
+                                         std::strerror(-err)));
     std::string log = capture.text();
     return makeError(-err, fmt::format("loading the task iterator (iter/task){}", log.empty() ? "" : ": " + log));
   }

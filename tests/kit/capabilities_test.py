@@ -64,7 +64,7 @@ CAPS = ["chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", 
         "sys_admin", "sys_boot", "sys_nice", "sys_resource", "sys_time", "sys_tty_config", "mknod",
         "lease", "audit_write", "audit_control", "setfcap", "mac_override", "mac_admin", "syslog",
         "wake_alarm", "block_suspend", "audit_read", "perfmon", "bpf", "checkpoint_restore"]
-BPF_SENSORS = ["oom", "exits", "faults", "mmap", "rss", "cuda"]
+BPF_SENSORS = ["oom", "exits", "faults", "mmap", "rss", "cuda", "tasks"]
 # Capabilities that also grant what another one does (bpf_capable(), perfmon_capable(), the
 # deprecated syslog path): dropping the one alone proves nothing while these stay.
 IMPLIED_BY = {"bpf": ["sys_admin"], "perfmon": ["sys_admin"], "syslog": ["sys_admin"]}
