@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <unordered_map>
+
 #include "events.h"
 #include "sensors_impl.h"
 
@@ -13,6 +15,45 @@ namespace headroom {
 namespace {
 
 constexpr std::uint64_t kPageBytes = 4096;
+// Entries a batch lookup asks for at once.
+constexpr std::uint32_t kBatch = 256;
+
+GpuMemory gpuOf(const gpu_mem& g) {
+  return GpuMemory{g.pinned_live, g.pinned_peak,   g.pinned_allocs, g.pinned_frees, g.device_live,
+                   g.device_peak, g.device_allocs, g.device_frees,  g.failed_calls, g.implicit_frees};
+}
+
+// Every entry of a hash map, in a few syscalls (BPF_MAP_LOOKUP_BATCH, 5.6+), or one key at a
+// time where the kernel has no batch for the map.
+template <typename V>
+std::unordered_map<__u32, V> dumpByTgid(int fd) {
+  std::unordered_map<__u32, V> out;
+  std::vector<__u32> keys(kBatch);
+  std::vector<V> values(kBatch);
+  __u64 token = 0;
+  bool first = true;
+  for (;;) {
+    __u32 count = kBatch;
+    int err = bpf_map_lookup_batch(fd, first ? nullptr : &token, &token, keys.data(), values.data(), &count, nullptr);
+    int code = err != 0 ? errno : 0;
+    for (__u32 i = 0; i < count; ++i) out.emplace(keys[i], values[i]);
+    first = false;
+    if (err == 0) continue;
+    if (code == ENOENT) return out;  // the last batch
+    break;
+  }
+  // No batch here: key by key.
+  out.clear();
+  __u32 key = 0, next = 0;
+  bool start = true;
+  while (bpf_map_get_next_key(fd, start ? nullptr : &key, &next) == 0) {
+    start = false;
+    V v{};
+    if (bpf_map_lookup_elem(fd, &next, &v) == 0) out.emplace(next, v);
+    key = next;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -45,42 +86,51 @@ std::optional<std::uint64_t> Sensors::Impl::faultsOf(pid_t tgid) {
   return sum;
 }
 
-std::optional<ProcessActivity> Sensors::activity(pid_t tgid) const {
-  Impl& m = *impl_;  // the fault sums are a cache
-  if (!m.skel) return std::nullopt;
+std::optional<ProcessActivity> Sensors::Impl::activityOf(pid_t tgid, const proc_activity* pa, bool rss, bool faults) {
   ProcessActivity a;
   bool found = false;
-  __u32 key = static_cast<__u32>(tgid);
   // RSS lives in the leader's task storage (looked up through a pidfd); faults in per-CPU runs
-  // and a per-process total.
-  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, tgid, 0)));
-  proc_hot hot{};
-  if (pidfd.valid()) {
-    int fdkey = pidfd.get();
-    if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_hot), &fdkey, &hot) == 0 && hot.rss_updates > 0) {
-      found = true;
-      a.rss_file = hot.rss_file_pages * kPageBytes;
-      a.rss_anon = hot.rss_anon_pages * kPageBytes;
-      a.rss_shmem = hot.rss_shmem_pages * kPageBytes;
-      a.swap = hot.rss_swapents * kPageBytes;
+  // and a per-process total. Each costs syscalls per process: only when its sensor is on.
+  if (rss) {
+    Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, tgid, 0)));
+    proc_hot hot{};
+    if (pidfd.valid()) {
+      int fdkey = pidfd.get();
+      if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.proc_hot), &fdkey, &hot) == 0 && hot.rss_updates > 0) {
+        found = true;
+        a.rss_file = hot.rss_file_pages * kPageBytes;
+        a.rss_anon = hot.rss_anon_pages * kPageBytes;
+        a.rss_shmem = hot.rss_shmem_pages * kPageBytes;
+        a.swap = hot.rss_swapents * kPageBytes;
+      }
     }
   }
-  if (auto faults = m.faultsOf(tgid)) {
-    found = true;
-    a.faults = *faults;
+  if (faults) {
+    if (auto f = faultsOf(tgid)) {
+      found = true;
+      a.faults = *f;
+    }
   }
-  proc_activity pa{};
-  if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_activity), &key, &pa) == 0) {
+  if (pa != nullptr) {
     found = true;
-    a.mmap_bytes = pa.mmap_bytes;
-    a.munmap_bytes = pa.munmap_bytes;
-    a.mremap_grow_bytes = pa.mremap_grow_bytes;
-    a.mremap_shrink_bytes = pa.mremap_shrink_bytes;
-    a.mlock_bytes = pa.mlock_bytes;
-    a.munlock_bytes = pa.munlock_bytes;
+    a.mmap_bytes = pa->mmap_bytes;
+    a.munmap_bytes = pa->munmap_bytes;
+    a.mremap_grow_bytes = pa->mremap_grow_bytes;
+    a.mremap_shrink_bytes = pa->mremap_shrink_bytes;
+    a.mlock_bytes = pa->mlock_bytes;
+    a.munlock_bytes = pa->munlock_bytes;
   }
   if (!found) return std::nullopt;
   return a;
+}
+
+std::optional<ProcessActivity> Sensors::activity(pid_t tgid) const {
+  Impl& m = *impl_;  // the fault sums are a cache
+  if (!m.skel) return std::nullopt;
+  __u32 key = static_cast<__u32>(tgid);
+  proc_activity pa{};
+  bool has = bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_activity), &key, &pa) == 0;
+  return m.activityOf(tgid, has ? &pa : nullptr, m.active("rss"), m.active("faults"));
 }
 
 std::optional<GpuMemory> Sensors::gpu(pid_t tgid) const {
@@ -89,8 +139,7 @@ std::optional<GpuMemory> Sensors::gpu(pid_t tgid) const {
   __u32 key = static_cast<__u32>(tgid);
   gpu_mem g{};
   if (bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.gpu_mem), &key, &g) != 0) return std::nullopt;
-  return GpuMemory{g.pinned_live, g.pinned_peak,   g.pinned_allocs, g.pinned_frees, g.device_live,
-                   g.device_peak, g.device_allocs, g.device_frees,  g.failed_calls, g.implicit_frees};
+  return gpuOf(g);
 }
 
 std::vector<std::uint64_t> Sensors::pinnedAddresses(pid_t tgid) const {
@@ -124,16 +173,25 @@ SensorCounters Sensors::counters() const {
 }
 
 SensorReadings Sensors::readings(const std::vector<ProcessSample>& processes) const {
+  Impl& m = *impl_;
   SensorReadings r;
   r.status = status();
+  if (!m.skel) return r;
+  // The maps whole, once a sample, instead of a lookup per process.
+  auto activities = dumpByTgid<proc_activity>(bpf_map__fd(m.skel->maps.proc_activity));
+  auto gpus = dumpByTgid<gpu_mem>(bpf_map__fd(m.skel->maps.gpu_mem));
+  const bool rss = m.active("rss"), faults = m.active("faults");
   for (const ProcessSample& p : processes) {
-    if (auto a = activity(p.pid)) r.activity[p.pid] = *a;
-    auto g = gpu(p.pid);
-    if (!g) continue;
-    r.gpu[p.pid] = *g;
-    if (g->pinned_live == 0) continue;
+    auto key = static_cast<__u32>(p.pid);
+    auto pa = activities.find(key);
+    if (auto a = m.activityOf(p.pid, pa == activities.end() ? nullptr : &pa->second, rss, faults))
+      r.activity[p.pid] = *a;
+    auto g = gpus.find(key);
+    if (g == gpus.end()) continue;
+    r.gpu[p.pid] = gpuOf(g->second);
+    if (g->second.pinned_live == 0) continue;
     // Where the pinned pages live decides whether they are already in the visible sum.
-    auto smaps = impl_->fs->readFile(fmt::format("/proc/{}/smaps", p.pid));
+    auto smaps = m.fs->readFile(fmt::format("/proc/{}/smaps", p.pid));
     if (!smaps) continue;
     if (auto inside = pinnedInsideRss(parseSmapsVmas(*smaps), pinnedAddresses(p.pid)))
       r.pinned_inside_rss[p.pid] = *inside;

@@ -21,6 +21,8 @@
 #include "headroom/sources/cgroup_index.h"
 #include "headroom/sources/kmsg.h"
 
+struct proc_activity;  // bpf/events.h
+
 namespace headroom {
 
 struct LinkDeleter {
@@ -92,6 +94,15 @@ struct Sensors::Impl {
 
   // ---- the per-process maps (maps.cpp) ----
   std::optional<std::uint64_t> faultsOf(pid_t tgid);
+  // A process's counters: its mapping activity (`pa`, from the map, or none), RSS and faults
+  // when those sensors are on.
+  std::optional<ProcessActivity> activityOf(pid_t tgid, const proc_activity* pa, bool rss, bool faults);
+  bool active(const char* sensor) const {
+    for (const SensorStatus& s : statuses) {
+      if (s.name == sensor) return s.state == SensorState::kActive;
+    }
+    return false;
+  }
 
   // ---- CUDA (cuda_uprobes.cpp) ----
   Status attachCudaNow(const std::string& path, bool runtime);

@@ -4,7 +4,8 @@ reads test by test.
 
 - smoke: the v2 path that `make test` guards on every submission: a real OOM kill caught by BPF
   and kmsg and told apart from kill -9, snapshot truth against /proc and memory.stat (the root
-  cgroup's processes included), one `headroom run` retry, and the journal's picture of a kill
+  cgroup's processes included) with each per-process source, the task iterator against /proc
+  field by field, one `headroom run` retry, and the journal's picture of a kill
   from the kernel's report (a cgroup born and killed between two samples).
 - full: every integration test, the privileged kit tests (the demo, Prometheus on a real agent,
   the systemd unit's capability set) and the container scenarios.
@@ -21,8 +22,10 @@ SUITES = ["full", "smoke", "capture"]
 SMOKE_TESTS = [
     "Sensors.RealOomKillIsCaughtJoinedAndClassified",
     "Sensors.KillNineIsSignaledAndExitIsExited",
-    "SnapshotLive.BreakdownMatchesKnownAllocations",
-    "SnapshotLive.EveryProcessIsInTheTable",
+    # every per-process source: /proc, /proc with the sampler's cache, the BPF task iterator
+    "Sources/SnapshotLive.BreakdownMatchesKnownAllocations/*",
+    "Sources/SnapshotLive.EveryProcessIsInTheTable/*",
+    "ProcessSource.*",
     "Run.AnOomKilledProverIsRetriedWithALargerMarginAndSucceeds",
     "Journal.ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill",
 ]
