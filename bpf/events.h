@@ -167,6 +167,8 @@ HEADROOM_STATIC_ASSERT(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key ABI");
 #define HR_TASK_THREAD (1u << 0)  /* not the group leader: ids and faults only */
 #define HR_TASK_KTHREAD (1u << 1) /* a kernel thread: ids only */
 #define HR_TASK_NO_MM (1u << 2)   /* a leader without an mm (exiting, or a zombie leader) */
+#define HR_TASK_ACTIVITY (1u << 3) /* `activity` holds the mmap sensor's counters of the process */
+#define HR_TASK_GPU (1u << 4)      /* `gpu` holds the CUDA sensor's counters of the process */
 struct hr_task_record {
 	__u32 pid;               /* thread id (init pid namespace) */
 	__u32 tgid;              /* process id */
@@ -191,7 +193,11 @@ struct hr_task_record {
 	__u64 locked_vm;
 	__u64 pinned_vm;
 	__u64 pgtables_bytes;
+	/* The sensors' per-process maps, looked up in the same pass (the task iterator shares
+	 * them with the sensors' object): no syscall per process for them either. */
+	struct proc_activity activity;
+	struct gpu_mem gpu;
 };
-HEADROOM_STATIC_ASSERT(sizeof(struct hr_task_record) == 152, "hr_task_record ABI");
+HEADROOM_STATIC_ASSERT(sizeof(struct hr_task_record) == 280, "hr_task_record ABI");
 
 #endif /* HEADROOM_BPF_EVENTS_H */

@@ -20,6 +20,22 @@ const volatile bool cfg_memory_v1 = false;
 const volatile __u32 cfg_nr_cpus = 1;
 #define HR_MAX_CPUS 1024
 
+/* The sensors' per-process maps (bpf/common.bpf.h), the same maps: user space hands this object
+ * their file descriptors before load (bpf_map__reuse_fd). Alone, they are empty maps of its own. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct proc_activity);
+} proc_activity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct gpu_mem);
+} gpu_mem SEC(".maps");
+
 /* A per-CPU array of one slot: its per-CPU base (bpf_array.pptrs[0]) and each CPU's copy of it
  * tell that CPU's per-CPU offset, with no kernel symbol (kallsyms may lack data symbols). */
 struct {
@@ -43,7 +59,7 @@ static __always_inline __u64 memory_cgroup_id(struct task_struct *t)
 			return 0;
 		return BPF_CORE_READ(css, cgroup, kn, id);
 	}
-	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	return t->cgroups->dfl_cgrp->kn->id;
 }
 
 static __always_inline __u64 nonneg(long v)
@@ -73,10 +89,10 @@ static __always_inline void add_percpu_parts(struct mm_struct *mm, __u64 pages[4
 	if (map)
 		bpf_probe_read_kernel(&base, sizeof(base),
 				      (const void *)(map + bpf_core_field_offset(struct bpf_array, pptrs)));
-	parts[HR_MM_FILEPAGES] = BPF_CORE_READ(mm, rss_stat[HR_MM_FILEPAGES].counters);
-	parts[HR_MM_ANONPAGES] = BPF_CORE_READ(mm, rss_stat[HR_MM_ANONPAGES].counters);
-	parts[HR_MM_SWAPENTS] = BPF_CORE_READ(mm, rss_stat[HR_MM_SWAPENTS].counters);
-	parts[HR_MM_SHMEMPAGES] = BPF_CORE_READ(mm, rss_stat[HR_MM_SHMEMPAGES].counters);
+	parts[HR_MM_FILEPAGES] = mm->rss_stat[HR_MM_FILEPAGES].counters;
+	parts[HR_MM_ANONPAGES] = mm->rss_stat[HR_MM_ANONPAGES].counters;
+	parts[HR_MM_SWAPENTS] = mm->rss_stat[HR_MM_SWAPENTS].counters;
+	parts[HR_MM_SHMEMPAGES] = mm->rss_stat[HR_MM_SHMEMPAGES].counters;
 	for (cpu = 0; cpu < HR_MAX_CPUS && cpu < cfg_nr_cpus; cpu++) {
 		const void *copy = bpf_map_lookup_percpu_elem(&cpu_offsets, &zero, cpu);
 		__u64 off;
@@ -124,18 +140,20 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		bpf_seq_write(seq, &r, sizeof(r));
 		return 0;
 	}
+	/* Direct loads through the task's pointers (BTF-typed: the verifier turns each into a
+	 * guarded load), not a helper call per field: this runs for every task of the machine. */
 	sig = t->signal;
-	r.ppid = BPF_CORE_READ(t, real_parent, tgid);
+	r.ppid = t->real_parent->tgid;
 	r.start_boottime_ns = t->start_boottime;
-	bpf_probe_read_kernel_str(r.comm, sizeof(r.comm), t->comm);
+	bpf_probe_read_kernel(r.comm, sizeof(r.comm), t->comm);
 	r.cgroup_id = memory_cgroup_id(t);
-	r.uid = BPF_CORE_READ(t, real_cred, uid.val);
-	r.oom_score_adj = BPF_CORE_READ(sig, oom_score_adj);
-	r.threads = BPF_CORE_READ(sig, nr_threads);
+	r.uid = t->real_cred->uid.val;
+	r.oom_score_adj = sig->oom_score_adj;
+	r.threads = sig->nr_threads;
 	/* /proc/<pid>/stat: the exited threads' faults, kept in the signal struct, plus the live
 	 * threads' own (user space adds those from their records). */
-	r.min_flt += BPF_CORE_READ(sig, min_flt);
-	r.maj_flt += BPF_CORE_READ(sig, maj_flt);
+	r.min_flt += sig->min_flt;
+	r.maj_flt += sig->maj_flt;
 	mm = t->mm;
 	if (!mm) {
 		r.flags = HR_TASK_NO_MM;
@@ -144,28 +162,44 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	}
 	/* The mm's counters, clamped at zero as /proc clamps them. */
 	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
-		r.rss_file = nonneg(mm_rss_counter(mm, HR_MM_FILEPAGES));
-		r.rss_anon = nonneg(mm_rss_counter(mm, HR_MM_ANONPAGES));
-		r.swapents = nonneg(mm_rss_counter(mm, HR_MM_SWAPENTS));
-		r.rss_shmem = nonneg(mm_rss_counter(mm, HR_MM_SHMEMPAGES));
+		struct mm_struct___old *old = (void *)mm;
+
+		r.rss_file = nonneg(old->rss_stat.count[HR_MM_FILEPAGES].counter);
+		r.rss_anon = nonneg(old->rss_stat.count[HR_MM_ANONPAGES].counter);
+		r.swapents = nonneg(old->rss_stat.count[HR_MM_SWAPENTS].counter);
+		r.rss_shmem = nonneg(old->rss_stat.count[HR_MM_SHMEMPAGES].counter);
 	} else {
 		__u64 pages[4];
 
-		pages[HR_MM_FILEPAGES] = (__u64)mm_rss_counter(mm, HR_MM_FILEPAGES);
-		pages[HR_MM_ANONPAGES] = (__u64)mm_rss_counter(mm, HR_MM_ANONPAGES);
-		pages[HR_MM_SWAPENTS] = (__u64)mm_rss_counter(mm, HR_MM_SWAPENTS);
-		pages[HR_MM_SHMEMPAGES] = (__u64)mm_rss_counter(mm, HR_MM_SHMEMPAGES);
+		pages[HR_MM_FILEPAGES] = (__u64)mm->rss_stat[HR_MM_FILEPAGES].count;
+		pages[HR_MM_ANONPAGES] = (__u64)mm->rss_stat[HR_MM_ANONPAGES].count;
+		pages[HR_MM_SWAPENTS] = (__u64)mm->rss_stat[HR_MM_SWAPENTS].count;
+		pages[HR_MM_SHMEMPAGES] = (__u64)mm->rss_stat[HR_MM_SHMEMPAGES].count;
 		add_percpu_parts(mm, pages);
 		r.rss_file = pages[HR_MM_FILEPAGES];
 		r.rss_anon = pages[HR_MM_ANONPAGES];
 		r.swapents = pages[HR_MM_SWAPENTS];
 		r.rss_shmem = pages[HR_MM_SHMEMPAGES];
 	}
-	r.hiwater_rss = BPF_CORE_READ(mm, hiwater_rss);
-	r.total_vm = BPF_CORE_READ(mm, total_vm);
-	r.locked_vm = BPF_CORE_READ(mm, locked_vm);
-	r.pinned_vm = BPF_CORE_READ(mm, pinned_vm.counter);
-	r.pgtables_bytes = BPF_CORE_READ(mm, pgtables_bytes.counter);
+	r.hiwater_rss = mm->hiwater_rss;
+	r.total_vm = mm->total_vm;
+	r.locked_vm = mm->locked_vm;
+	r.pinned_vm = mm->pinned_vm.counter;
+	r.pgtables_bytes = mm->pgtables_bytes.counter;
+	{
+		__u32 tgid = r.tgid;
+		struct proc_activity *pa = bpf_map_lookup_elem(&proc_activity, &tgid);
+		struct gpu_mem *g = bpf_map_lookup_elem(&gpu_mem, &tgid);
+
+		if (pa) {
+			r.activity = *pa;
+			r.flags |= HR_TASK_ACTIVITY;
+		}
+		if (g) {
+			r.gpu = *g;
+			r.flags |= HR_TASK_GPU;
+		}
+	}
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }

@@ -311,8 +311,8 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   for (const auto& [phase, cpu] : {std::pair{"processes", self.sample_cpu.processes},
                                    std::pair{"cgroups", self.sample_cpu.cgroups}, std::pair{"model", self.sample_cpu.model},
                                    std::pair{"exporter", self.sample_cpu.exporter}}) {
-    sink.add(kSampleCpu, {phase, "user"}, static_cast<double>(cpu.user_ns) / 1e9);
-    sink.add(kSampleCpu, {phase, "system"}, static_cast<double>(cpu.system_ns) / 1e9);
+    sink.add(kSampleCpu, {phase, "user"}, cpu.userSeconds());
+    sink.add(kSampleCpu, {phase, "system"}, cpu.systemSeconds());
   }
   if (self.last_sample_timestamp_s > 0) sink.add(kLastSample, {}, self.last_sample_timestamp_s);
   sink.add(kSamples, {}, num(self.samples_total));

@@ -177,19 +177,46 @@ SensorReadings Sensors::readings(const std::vector<ProcessSample>& processes) co
   SensorReadings r;
   r.status = status();
   if (!m.skel) return r;
-  // The maps whole, once a sample, instead of a lookup per process.
-  auto activities = dumpByTgid<proc_activity>(bpf_map__fd(m.skel->maps.proc_activity));
-  auto gpus = dumpByTgid<gpu_mem>(bpf_map__fd(m.skel->maps.gpu_mem));
+  // The maps' counters: from this sample's pass of the task iterator when it ran, else the maps
+  // whole in batches (a syscall per process costs more than the batches' walk of every bucket).
+  std::unordered_map<__u32, proc_activity> activities;
+  std::unordered_map<__u32, gpu_mem> gpus;
+  std::optional<std::unordered_map<pid_t, TaskCounters>> carried;
+  if (m.tasks) carried = m.tasks->takeCounters();
+  if (!carried) {
+    activities = dumpByTgid<proc_activity>(bpf_map__fd(m.skel->maps.proc_activity));
+    gpus = dumpByTgid<gpu_mem>(bpf_map__fd(m.skel->maps.gpu_mem));
+  }
   const bool rss = m.active("rss"), faults = m.active("faults");
   for (const ProcessSample& p : processes) {
     auto key = static_cast<__u32>(p.pid);
-    auto pa = activities.find(key);
-    if (auto a = m.activityOf(p.pid, pa == activities.end() ? nullptr : &pa->second, rss, faults))
-      r.activity[p.pid] = *a;
-    auto g = gpus.find(key);
-    if (g == gpus.end()) continue;
-    r.gpu[p.pid] = gpuOf(g->second);
-    if (g->second.pinned_live == 0) continue;
+    std::optional<GpuMemory> gpu;
+    if (carried) {
+      auto c = carried->find(p.pid);
+      const TaskCounters* tc = c == carried->end() ? nullptr : &c->second;
+      auto a = m.activityOf(p.pid, nullptr, rss, faults);
+      if (tc && tc->activity) {
+        ProcessActivity merged = *tc->activity;
+        if (a) {
+          merged.faults = a->faults;
+          merged.rss_file = a->rss_file;
+          merged.rss_anon = a->rss_anon;
+          merged.rss_shmem = a->rss_shmem;
+          merged.swap = a->swap;
+        }
+        a = merged;
+      }
+      if (a) r.activity[p.pid] = *a;
+      if (tc) gpu = tc->gpu;
+    } else {
+      auto pa = activities.find(key);
+      if (auto a = m.activityOf(p.pid, pa == activities.end() ? nullptr : &pa->second, rss, faults))
+        r.activity[p.pid] = *a;
+      if (auto g = gpus.find(key); g != gpus.end()) gpu = gpuOf(g->second);
+    }
+    if (!gpu) continue;
+    r.gpu[p.pid] = *gpu;
+    if (gpu->pinned_live == 0) continue;
     // Where the pinned pages live decides whether they are already in the visible sum.
     auto smaps = m.fs->readFile(fmt::format("/proc/{}/smaps", p.pid));
     if (!smaps) continue;

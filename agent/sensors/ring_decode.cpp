@@ -80,7 +80,9 @@ std::optional<DecodedExit> decodeExitRecord(std::span<const std::byte> bytes) {
 }
 
 Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> bytes, std::uint64_t ticks_per_second,
-                                                     std::uint64_t page_bytes) {
+                                                     std::uint64_t page_bytes,
+                                                     std::unordered_map<pid_t, TaskCounters>* counters) {
+  if (counters != nullptr) counters->clear();
   constexpr std::size_t kSize = sizeof(hr_task_record);
   if (bytes.size() % kSize != 0)
     return makeError(EIO, fmt::format("task iterator output of {} bytes is not a whole number of {}-byte records",
@@ -136,6 +138,25 @@ Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> 
       s.vm_swap = r.swapents * page_bytes;
       s.vm_pte = r.pgtables_bytes;
       s.threads = r.threads;
+      if (counters != nullptr && (r.flags & (HR_TASK_ACTIVITY | HR_TASK_GPU)) != 0) {
+        TaskCounters& c = (*counters)[tgid];
+        if ((r.flags & HR_TASK_ACTIVITY) != 0) {
+          const proc_activity& pa = r.activity;
+          ProcessActivity a;
+          a.mmap_bytes = pa.mmap_bytes;
+          a.munmap_bytes = pa.munmap_bytes;
+          a.mremap_grow_bytes = pa.mremap_grow_bytes;
+          a.mremap_shrink_bytes = pa.mremap_shrink_bytes;
+          a.mlock_bytes = pa.mlock_bytes;
+          a.munlock_bytes = pa.munlock_bytes;
+          c.activity = a;
+        }
+        if ((r.flags & HR_TASK_GPU) != 0) {
+          const gpu_mem& g = r.gpu;
+          c.gpu = GpuMemory{g.pinned_live, g.pinned_peak,   g.pinned_allocs, g.pinned_frees, g.device_live,
+                            g.device_peak, g.device_allocs, g.device_frees,  g.failed_calls, g.implicit_frees};
+        }
+      }
     }
     at[tgid] = out.size();
     out.push_back(std::move(k));

@@ -128,7 +128,10 @@ void Sensors::Impl::startTasks() {
     set("tasks", SensorState::kDegraded, "no memory cgroup hierarchy: every process read from /proc");
     return;
   }
-  auto it = TaskIterator::open(hierarchy->version());
+  // The sensors' per-process maps read in the same pass, when the sensors' object is loaded.
+  int activity_fd = skel ? bpf_map__fd(skel->maps.proc_activity) : -1;
+  int gpu_fd = skel ? bpf_map__fd(skel->maps.gpu_mem) : -1;
+  auto it = TaskIterator::open(hierarchy->version(), activity_fd, gpu_fd);
   if (!it) {
     set("tasks", SensorState::kDegraded, it.error().describe() + "; every process read from /proc");
     return;

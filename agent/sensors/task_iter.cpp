@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <span>
+#include <tuple>
 
 #include "headroom_tasks.skel.h"
 #include "headroom/sensors/libbpf_log.h"
@@ -40,12 +41,14 @@ struct TaskIterator::Impl {
   std::vector<std::byte> buffer = std::vector<std::byte>(kFirstBuffer);
   std::uint64_t ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
   std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::unordered_map<pid_t, TaskCounters> counters;
+  bool counters_fresh = false;
 };
 
 TaskIterator::TaskIterator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TaskIterator::~TaskIterator() = default;
 
-Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version) {
+Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version, int activity_fd, int gpu_fd) {
   struct stat ns {};
   if (::stat("/proc/self/ns/pid", &ns) != 0) return makeError(errno, "/proc/self/ns/pid");
   if (ns.st_ino != kInitPidNsInode)
@@ -64,6 +67,12 @@ Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version) {
   if (!impl->skel) return makeError(errno, "opening the task iterator's BPF object");
   impl->skel->rodata->cfg_memory_v1 = memory_version == 1;
   impl->skel->rodata->cfg_nr_cpus = static_cast<__u32>(std::max(1, libbpf_num_possible_cpus()));
+  for (auto [map, fd, what] : {std::tuple{impl->skel->maps.proc_activity, activity_fd, "proc_activity"},
+                               std::tuple{impl->skel->maps.gpu_mem, gpu_fd, "gpu_mem"}}) {
+    if (fd < 0) continue;
+    if (int err = bpf_map__reuse_fd(map, fd); err != 0)
+      return makeError(-err, fmt::format("sharing the sensors' {} map with the task iterator", what));
+  }
   if (int err = headroom_tasks_bpf__load(impl->skel.get()); err != 0) {
     if (err == -EPERM || err == -EACCES)
       return makeError(-err, fmt::format("BPF not permitted ({}): needs CAP_BPF and CAP_PERFMON, or root",
@@ -83,6 +92,7 @@ Result<std::vector<KernelProcess>> TaskIterator::read() {
   Impl& m = *impl_;
   Fd fd(bpf_iter_create(bpf_link__fd(m.link.get())));
   if (!fd.valid()) return makeError(errno, "creating a task iterator");
+  m.counters_fresh = false;
   std::size_t used = 0;
   for (;;) {
     if (m.buffer.size() - used < 4096) m.buffer.resize(m.buffer.size() * 2);
@@ -92,7 +102,15 @@ Result<std::vector<KernelProcess>> TaskIterator::read() {
     if (n == 0) break;
     used += static_cast<std::size_t>(n);
   }
-  return decodeTaskRecords(std::span(m.buffer.data(), used), m.ticks, m.page);
+  auto out = decodeTaskRecords(std::span(m.buffer.data(), used), m.ticks, m.page, &m.counters);
+  m.counters_fresh = out.has_value();
+  return out;
+}
+
+std::optional<std::unordered_map<pid_t, TaskCounters>> TaskIterator::takeCounters() {
+  if (!impl_->counters_fresh) return std::nullopt;
+  impl_->counters_fresh = false;
+  return std::move(impl_->counters);
 }
 
 }  // namespace headroom

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 namespace headroom {
@@ -63,11 +64,6 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   if (auto w = hierarchy_.nsWarning()) stats.warnings.push_back(*w);
   // One mapping for the whole tick, even if a retry elsewhere changes it meanwhile.
   const CgroupNsMap ns = hierarchy_.nsMap();
-  auto memoryPathOf = [&](const ProcCgroups& cg) -> std::optional<std::string> {
-    auto p = cg.memoryPath(version);
-    if (!p) return std::nullopt;
-    return mapNsPath(ns, *p);
-  };
   auto outsideMount = [&] {
     return fmt::format("outside what the v{} hierarchy mounted at {} shows ({})", version,
                        fs_->display(hierarchy_.mount().mount_point), hierarchy_.nsDescription());
@@ -114,10 +110,30 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     return raw;
   }
   std::set<std::string> watched(scopes.begin(), scopes.end());
+  // Each memory cgroup a process names, placed once a sample: its path under the mount (or
+  // nothing: another namespace's), and whether it is in scope. Most processes share a few.
+  struct Placement {
+    std::optional<std::string> path;
+    bool in_scope = false;
+  };
+  std::unordered_map<std::string, Placement> placed;
+  auto placeOf = [&](const std::string& own) -> const Placement& {
+    auto it = placed.find(own);
+    if (it != placed.end()) return it->second;
+    Placement pl;
+    pl.path = mapNsPath(ns, own);
+    pl.in_scope = pl.path && (scopes.empty() || std::any_of(scopes.begin(), scopes.end(), [&](const std::string& s) {
+                                return cgroupIsWithin(*pl.path, s);
+                              }));
+    return placed.emplace(own, std::move(pl)).first->second;
+  };
+  auto ownOf = [version](const ProcCgroups& cg) -> const std::optional<std::string>& {
+    return version == 1 ? cg.v1_memory : cg.v2;
+  };
   auto inScope = [&](const ProcCgroups& cg) {
     if (scopes.empty()) return true;
-    auto p = memoryPathOf(cg);
-    return p && std::any_of(scopes.begin(), scopes.end(), [&](const std::string& s) { return cgroupIsWithin(*p, s); });
+    const auto& own = ownOf(cg);
+    return own && placeOf(*own).in_scope;
   };
   std::pair<pid_t, std::string> first_outside;
   // One process's read, whatever the source: counted by outcome, placed in its memory cgroup.
@@ -132,21 +148,20 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
         stats.warnings.push_back(r.error.describe());
         return;
     }
-    auto own = r.sample.cgroups.memoryPath(version);
+    const auto& own = ownOf(r.sample.cgroups);
     if (!own) {
       ++stats.processes_failed;
       stats.warnings.push_back(fmt::format("pid {} is in no v{} memory cgroup", pid, version));
       return;
     }
-    auto p = mapNsPath(ns, *own);
-    if (!p) {
+    const Placement& pl = placeOf(*own);
+    if (!pl.path) {
       // Another cgroup namespace's, beyond the mount: counted, and said once a tick below.
       if (stats.processes_outside_mount++ == 0) first_outside = {pid, *own};
       return;
     }
-    r.sample.memory_cgroup = *p;
+    r.sample.memory_cgroup = *pl.path;
     if (opts.read_smaps && !r.sample.smaps) ++stats.processes_without_pss;
-    watched.insert(*p);
     raw.processes.push_back(std::move(r.sample));
     ++stats.processes_read;
   };
@@ -159,7 +174,10 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
 
   const std::int64_t now = monotonicNs();
   const ThreadCpu cpu_processes = threadCpu();
-  if (opts.cache) opts.cache->beginSample();
+  if (opts.cache) {
+    opts.cache->beginSample();
+    raw.processes.reserve(opts.cache->size() + opts.cache->size() / 8 + 16);
+  }
   bool listed = false;
   if (opts.cache && opts.source) {
     auto tasks = opts.source->read();
@@ -192,6 +210,9 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     }
   }
   if (opts.cache) opts.cache->forget();
+  for (const auto& [own, pl] : placed) {
+    if (pl.path && pl.in_scope) watched.insert(*pl.path);
+  }
   const ThreadCpu cpu_cgroups = threadCpu();
   stats.processes_cpu = cpu_cgroups - cpu_processes;
 

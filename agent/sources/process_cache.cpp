@@ -86,6 +86,11 @@ CachedProcess& ProcessCache::entry(pid_t pid, std::uint64_t start_time_ticks) {
   return e;
 }
 
+CachedProcess* ProcessCache::find(pid_t pid) {
+  auto it = by_pid_.find(pid);
+  return it == by_pid_.end() ? nullptr : &it->second;
+}
+
 void ProcessCache::forget() {
   std::erase_if(by_pid_, [&](const auto& kv) { return kv.second.seen != sample_; });
   // Ids of cgroups no process is in any more (a removed cgroup's id is never reused).
@@ -121,6 +126,17 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
   auto dir = fs.openDir(fmt::format("/proc/{}", pid));
   if (!dir) return failed(dir.error());
 
+  // A kernel thread seen before: its stat alone says it is still the same one.
+  if (CachedProcess* known = cache.find(pid); known && known->kernel_thread) {
+    auto text = readNonEmpty(*dir, "stat", reads);
+    if (!text) return failed(text.error());
+    auto st = parseProcStat(*text);
+    if (st && st->start_time_ticks == known->start_time_ticks) {
+      cache.entry(pid, st->start_time_ticks);  // seen in this sample
+      return outcome(ReadOutcome::kKernelThread);
+    }
+  }
+
   // The cgroup first, as readProcess(): a process can be moved at any time.
   auto cg_text = readNonEmpty(*dir, "cgroup", reads);
   ++reads.cgroup;
@@ -154,7 +170,8 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
     e.statm = *statm;
     e.status_read_ns = now_ns;
   }
-  if (e.status->kernel_thread) return outcome(ReadOutcome::kKernelThread);
+  e.kernel_thread = e.status->kernel_thread;
+  if (e.kernel_thread) return outcome(ReadOutcome::kKernelThread);
 
   if (!e.cmdline_read || e.comm != st->comm) {
     ++reads.cmdline;

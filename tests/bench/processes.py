@@ -160,7 +160,9 @@ def measure(cmd, url, seconds, headroom=False):
             phases = {}
             for k, v in b.items():
                 if k.startswith("headroom_sample_cpu_seconds_total{"):
-                    phases[k[len("headroom_sample_cpu_seconds_total"):]] = (v - a.get(k, 0)) * 1000 / max(n, 1)
+                    labels = dict(kv.split("=", 1) for kv in k[k.index("{") + 1:-1].split(","))
+                    key = (labels["phase"].strip('"'), labels["mode"].strip('"'))
+                    phases[key] = (v - a.get(k, 0)) * 1000 / max(n, 1)
             r["samples"] = n
             r["phases_ms"] = phases
             r["process_ms_per_sample"] = (b["process_cpu_seconds_total"] - a["process_cpu_seconds_total"]) * 1000 / max(n, 1)
@@ -258,8 +260,8 @@ def table(exporters, results, sizes, seconds):
             ph = r["phases_ms"]
 
             def cell(phase):
-                user = ph.get('{phase="%s",mode="user"}' % phase, 0)
-                system = ph.get('{phase="%s",mode="system"}' % phase, 0)
+                user = ph.get((phase, "user"), 0)
+                system = ph.get((phase, "system"), 0)
                 return f"{user:.2f} / {system:.2f}"
             files = r.get("proc_files") or {}
             rows.append(f"| {r['processes']} | {r['source']} | {cell('processes')} | {cell('cgroups')} | {cell('model')} | "

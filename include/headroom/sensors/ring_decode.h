@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <variant>
 
 #include "headroom/sensors/oom_event.h"
 #include "headroom/sensors/oom_joiner.h"
+#include "headroom/sensors/readings.h"
 #include "headroom/sources/process_cache.h"
 #include "headroom/util/result.h"
 
@@ -43,7 +45,14 @@ std::optional<DecodedExit> decodeExitRecord(std::span<const std::byte> bytes);
 // faults added to its process's, kernel threads kept (flagged) so that they can be counted.
 // `ticks_per_second` converts the start time as /proc does (USER_HZ); `page_bytes` the pages.
 // An error for a length that is not a whole number of records (a torn read).
+// `counters`, when given, receives the sensors' counters the records carry (mmap activity, CUDA
+// memory), by process.
+struct TaskCounters {
+  std::optional<ProcessActivity> activity;
+  std::optional<GpuMemory> gpu;
+};
 Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> bytes, std::uint64_t ticks_per_second,
-                                                     std::uint64_t page_bytes);
+                                                     std::uint64_t page_bytes,
+                                                     std::unordered_map<pid_t, TaskCounters>* counters = nullptr);
 
 }  // namespace headroom

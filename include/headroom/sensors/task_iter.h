@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "headroom/sensors/ring_decode.h"
 #include "headroom/sources/process_cache.h"
 #include "headroom/util/result.h"
 
@@ -15,13 +16,18 @@ class TaskIterator final : public ProcessSource {
   // Loads and attaches the iterator. Fails, saying why, where this kernel or this process cannot
   // (no BTF, no CAP_BPF/CAP_PERFMON, or a pid namespace other than the initial one: the records
   // carry the kernel's pids, /proc a namespace's).
-  static Result<std::unique_ptr<TaskIterator>> open(int memory_version);
+  // `activity_fd` and `gpu_fd`: the sensors' per-process maps (proc_activity, gpu_mem), shared
+  // so that one pass reads them too; -1: maps of its own (empty).
+  static Result<std::unique_ptr<TaskIterator>> open(int memory_version, int activity_fd = -1, int gpu_fd = -1);
   ~TaskIterator() override;
   TaskIterator(const TaskIterator&) = delete;
   TaskIterator& operator=(const TaskIterator&) = delete;
 
   const char* name() const override { return "bpf-task-iterator"; }
   Result<std::vector<KernelProcess>> read() override;
+  // The sensors' counters the last read() carried, once: a second call (or one after a failed
+  // read) has none, and the caller reads the maps itself.
+  std::optional<std::unordered_map<pid_t, TaskCounters>> takeCounters();
 
   struct Impl;
 

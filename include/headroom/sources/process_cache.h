@@ -76,6 +76,7 @@ struct CachedProcess {
   std::optional<ProcStatus> status;
   std::int64_t status_read_ns = 0;
   std::uint64_t seen = 0;  // the sample that last saw it
+  bool kernel_thread = false;  // /proc only: then its stat alone tells it is still the same one
 };
 
 class ProcessCache {
@@ -85,6 +86,8 @@ class ProcessCache {
   const PssPolicy& pss() const { return pss_; }
   // The entry for pid, emptied when the pid now belongs to another process.
   CachedProcess& entry(pid_t pid, std::uint64_t start_time_ticks);
+  // The entry for pid if there is one (whoever holds the pid now).
+  CachedProcess* find(pid_t pid);
   // Starts a sample; forget() then drops the processes it did not see.
   void beginSample() { ++sample_; }
   void forget();

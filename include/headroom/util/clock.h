@@ -22,27 +22,41 @@ inline std::int64_t realtimeNs() { return clockNs(CLOCK_REALTIME); }
 // CLOCK_REALTIME in seconds since the epoch, as JSON documents and metrics carry time.
 inline double unixSeconds() { return static_cast<double>(realtimeNs()) / 1e9; }
 
-// The calling thread's CPU time so far, user and system apart (getrusage(RUSAGE_THREAD)): what
-// one phase of a sample cost is the difference of two readings.
+// The calling thread's CPU time so far: `total_ns` exact (CLOCK_THREAD_CPUTIME_ID), user and
+// system apart as getrusage(RUSAGE_THREAD) has them (which the kernel updates at its ticks, so
+// that only their sum over many phases, not one phase's, tells how the total divides). What one
+// phase of a sample cost is the difference of two readings.
 struct ThreadCpu {
-  std::int64_t user_ns = 0, system_ns = 0;
+  std::int64_t total_ns = 0, user_ns = 0, system_ns = 0;
   ThreadCpu& operator+=(const ThreadCpu& o) {
+    total_ns += o.total_ns;
     user_ns += o.user_ns;
     system_ns += o.system_ns;
     return *this;
   }
   friend ThreadCpu operator+(ThreadCpu a, const ThreadCpu& b) { return a += b; }
   friend ThreadCpu operator-(ThreadCpu a, const ThreadCpu& b) {
+    a.total_ns -= b.total_ns;
     a.user_ns -= b.user_ns;
     a.system_ns -= b.system_ns;
     return a;
+  }
+  // The exact total, divided as the tick-sampled user and system times divide.
+  double userSeconds() const {
+    std::int64_t ticked = user_ns + system_ns;
+    return ticked <= 0 ? 0.0 : static_cast<double>(total_ns) * static_cast<double>(user_ns) / static_cast<double>(ticked) / 1e9;
+  }
+  double systemSeconds() const {
+    std::int64_t ticked = user_ns + system_ns;
+    return ticked <= 0 ? static_cast<double>(total_ns) / 1e9
+                       : static_cast<double>(total_ns) * static_cast<double>(system_ns) / static_cast<double>(ticked) / 1e9;
   }
 };
 inline ThreadCpu threadCpu() {
   rusage ru{};
   ::getrusage(RUSAGE_THREAD, &ru);
   auto ns = [](const timeval& t) { return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_usec * 1000; };
-  return ThreadCpu{ns(ru.ru_utime), ns(ru.ru_stime)};
+  return ThreadCpu{clockNs(CLOCK_THREAD_CPUTIME_ID), ns(ru.ru_utime), ns(ru.ru_stime)};
 }
 
 }  // namespace headroom

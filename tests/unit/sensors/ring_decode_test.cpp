@@ -268,6 +268,26 @@ TEST(TaskRecords, AProcessFromItsLeaderAndItsThreads) {
   EXPECT_EQ(s.tgid, 500);
 }
 
+TEST(TaskRecords, TheSensorsCountersRideAlong) {
+  hr_task_record a = leader(600, "prover");
+  a.flags |= HR_TASK_ACTIVITY | HR_TASK_GPU;
+  a.activity.mmap_bytes = 5 * kPage;
+  a.activity.mlock_bytes = kPage;
+  a.gpu.pinned_live = 64 * kPage;
+  a.gpu.device_peak = 128 * kPage;
+  hr_task_record plain = leader(601, "helper");
+  std::unordered_map<pid_t, TaskCounters> counters;
+  auto ps = decodeTaskRecords(records({a, plain}), 100, kPage, &counters);
+  ASSERT_TRUE(ps) << ps.error().describe();
+  ASSERT_EQ(counters.size(), 1u) << "only the process the maps know";
+  const TaskCounters& c = counters.at(600);
+  ASSERT_TRUE(c.activity && c.gpu);
+  EXPECT_EQ(c.activity->mmap_bytes, 5 * kPage);
+  EXPECT_EQ(c.activity->mlock_bytes, kPage);
+  EXPECT_EQ(c.gpu->pinned_live, 64 * kPage);
+  EXPECT_EQ(c.gpu->device_peak, 128 * kPage);
+}
+
 TEST(TaskRecords, ATornReadIsAnErrorNeverAGuess) {
   auto bytes = records({leader(1, "init"), leader(2, "two")});
   bytes.resize(bytes.size() - 8);
