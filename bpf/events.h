@@ -169,6 +169,7 @@ HEADROOM_STATIC_ASSERT(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key ABI");
 #define HR_TASK_NO_MM (1u << 2)   /* a leader without an mm (exiting, or a zombie leader) */
 #define HR_TASK_ACTIVITY (1u << 3) /* `activity` holds the mmap sensor's counters of the process */
 #define HR_TASK_GPU (1u << 4)      /* `gpu` holds the CUDA sensor's counters of the process */
+#define HR_TASK_RSS_PARTS (1u << 5) /* per-CPU RSS counters (6.2+): `rss_cpu_parts` holds their unfolded parts */
 struct hr_task_record {
 	__u32 pid;               /* thread id (init pid namespace) */
 	__u32 tgid;              /* process id */
@@ -183,11 +184,12 @@ struct hr_task_record {
 	__u32 _pad;
 	__u64 min_flt;           /* this thread's; the leader's record adds the exited threads' */
 	__u64 maj_flt;
-	/* The mm's counters, in pages (leader records only) */
-	__u64 rss_file;
-	__u64 rss_anon;
-	__u64 swapents;
-	__u64 rss_shmem;
+	/* The mm's counters, in pages (leader records only), as the kernel holds them: an atomic
+	 * before 6.2, a per-CPU counter's folded `count` since (which may dip below zero) */
+	__s64 rss_file;
+	__s64 rss_anon;
+	__s64 swapents;
+	__s64 rss_shmem;
 	__u64 hiwater_rss;
 	__u64 total_vm;
 	__u64 locked_vm;
@@ -197,7 +199,10 @@ struct hr_task_record {
 	 * them with the sensors' object): no syscall per process for them either. */
 	struct proc_activity activity;
 	struct gpu_mem gpu;
+	/* Since 6.2: the per-CPU parts of file, anon, swap, shmem not yet folded into `count`.
+	 * /proc/<pid>/status adds them from 6.16 on (get_mm_counter_sum()), not before. */
+	__s64 rss_cpu_parts[4];
 };
-HEADROOM_STATIC_ASSERT(sizeof(struct hr_task_record) == 280, "hr_task_record ABI");
+HEADROOM_STATIC_ASSERT(sizeof(struct hr_task_record) == 312, "hr_task_record ABI");
 
 #endif /* HEADROOM_BPF_EVENTS_H */

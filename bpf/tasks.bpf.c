@@ -62,11 +62,6 @@ static __always_inline __u64 memory_cgroup_id(struct task_struct *t)
 	return t->cgroups->dfl_cgrp->kn->id;
 }
 
-static __always_inline __u64 nonneg(long v)
-{
-	return v < 0 ? 0 : (__u64)v;
-}
-
 /* A kernel pointer as a number (the verifier allows no arithmetic on a map's pointer). */
 static __always_inline __u64 address_of(const void *p)
 {
@@ -77,11 +72,10 @@ static __always_inline __u64 address_of(const void *p)
 }
 
 /* Since 6.2 each RSS counter is a percpu_counter: `count` plus up to a batch per CPU not yet
- * folded in. /proc/<pid>/status shows the sum (get_mm_counter_sum(), 6.16+): so does this, for
- * every kernel with per-CPU counters. */
-static __always_inline void add_percpu_parts(struct mm_struct *mm, __u64 pages[4])
+ * folded in. The parts go into the record apart: user space adds them where /proc does (6.16+,
+ * get_mm_counter_sum()), so that both sources say the same. */
+static __always_inline void percpu_parts(struct mm_struct *mm, __s64 out[4])
 {
-	long sum[4] = {};
 	__s32 *parts[4];
 	__u64 base = 0, map = address_of(&cpu_offsets);
 	__u32 cpu, zero = 0;
@@ -89,6 +83,8 @@ static __always_inline void add_percpu_parts(struct mm_struct *mm, __u64 pages[4
 	if (map)
 		bpf_probe_read_kernel(&base, sizeof(base),
 				      (const void *)(map + bpf_core_field_offset(struct bpf_array, pptrs)));
+	if (!base)
+		return;
 	parts[HR_MM_FILEPAGES] = mm->rss_stat[HR_MM_FILEPAGES].counters;
 	parts[HR_MM_ANONPAGES] = mm->rss_stat[HR_MM_ANONPAGES].counters;
 	parts[HR_MM_SWAPENTS] = mm->rss_stat[HR_MM_SWAPENTS].counters;
@@ -98,20 +94,15 @@ static __always_inline void add_percpu_parts(struct mm_struct *mm, __u64 pages[4
 		__u64 off;
 		int i;
 
-		if (!copy || !base)
+		if (!copy)
 			continue;
 		off = address_of(copy) - base;
 		for (i = 0; i < 4; i++) {
 			__s32 v = 0;
 
 			bpf_probe_read_kernel(&v, sizeof(v), (const void *)((__u64)parts[i] + off));
-			sum[i] += v;
+			out[i] += v;
 		}
-	}
-	for (int i = 0; i < 4; i++) {
-		long total = (long)pages[i] + sum[i];
-
-		pages[i] = total < 0 ? 0 : (__u64)total;
 	}
 }
 
@@ -160,26 +151,21 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		bpf_seq_write(seq, &r, sizeof(r));
 		return 0;
 	}
-	/* The mm's counters, clamped at zero as /proc clamps them. */
+	/* The mm's counters (user space clamps them at zero, as /proc does). */
 	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
 		struct mm_struct___old *old = (void *)mm;
 
-		r.rss_file = nonneg(old->rss_stat.count[HR_MM_FILEPAGES].counter);
-		r.rss_anon = nonneg(old->rss_stat.count[HR_MM_ANONPAGES].counter);
-		r.swapents = nonneg(old->rss_stat.count[HR_MM_SWAPENTS].counter);
-		r.rss_shmem = nonneg(old->rss_stat.count[HR_MM_SHMEMPAGES].counter);
+		r.rss_file = old->rss_stat.count[HR_MM_FILEPAGES].counter;
+		r.rss_anon = old->rss_stat.count[HR_MM_ANONPAGES].counter;
+		r.swapents = old->rss_stat.count[HR_MM_SWAPENTS].counter;
+		r.rss_shmem = old->rss_stat.count[HR_MM_SHMEMPAGES].counter;
 	} else {
-		__u64 pages[4];
-
-		pages[HR_MM_FILEPAGES] = (__u64)mm->rss_stat[HR_MM_FILEPAGES].count;
-		pages[HR_MM_ANONPAGES] = (__u64)mm->rss_stat[HR_MM_ANONPAGES].count;
-		pages[HR_MM_SWAPENTS] = (__u64)mm->rss_stat[HR_MM_SWAPENTS].count;
-		pages[HR_MM_SHMEMPAGES] = (__u64)mm->rss_stat[HR_MM_SHMEMPAGES].count;
-		add_percpu_parts(mm, pages);
-		r.rss_file = pages[HR_MM_FILEPAGES];
-		r.rss_anon = pages[HR_MM_ANONPAGES];
-		r.swapents = pages[HR_MM_SWAPENTS];
-		r.rss_shmem = pages[HR_MM_SHMEMPAGES];
+		r.rss_file = mm->rss_stat[HR_MM_FILEPAGES].count;
+		r.rss_anon = mm->rss_stat[HR_MM_ANONPAGES].count;
+		r.swapents = mm->rss_stat[HR_MM_SWAPENTS].count;
+		r.rss_shmem = mm->rss_stat[HR_MM_SHMEMPAGES].count;
+		percpu_parts(mm, r.rss_cpu_parts);
+		r.flags |= HR_TASK_RSS_PARTS;
 	}
 	r.hiwater_rss = mm->hiwater_rss;
 	r.total_vm = mm->total_vm;

@@ -17,13 +17,15 @@ test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml 
            # the kernel matrix (tests/kernels): Debian's kernels under qemu, a busybox initramfs,
            # and podman for the container scenarios inside the cgroup v2 guests
            qemu-system-x86 busybox-static cpio kmod podman)
+# make bench: the exporters the agent is measured beside (tests/bench/processes.py)
+bench_pkgs=(prometheus-node-exporter prometheus-process-exporter)
 
 # --build-only: what the build needs; --test-only: what the tests need besides (make test installs
 # those while it builds).
 case "${1:-}" in
   --build-only) want=("${build_pkgs[@]}") ;;
   --test-only) want=("${test_pkgs[@]}") ;;
-  *) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+  *) want=("${build_pkgs[@]}" "${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
 esac
 
 missing=()

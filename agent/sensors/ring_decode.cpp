@@ -80,7 +80,7 @@ std::optional<DecodedExit> decodeExitRecord(std::span<const std::byte> bytes) {
 }
 
 Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> bytes, std::uint64_t ticks_per_second,
-                                                     std::uint64_t page_bytes,
+                                                     std::uint64_t page_bytes, bool add_cpu_parts,
                                                      std::unordered_map<pid_t, TaskCounters>* counters) {
   if (counters != nullptr) counters->clear();
   constexpr std::size_t kSize = sizeof(hr_task_record);
@@ -127,15 +127,21 @@ Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> 
       s.ppid = k.ppid;
       s.uid = k.uid;
       s.kernel_thread = k.kernel_thread;
-      s.rss_anon = r.rss_anon * page_bytes;
-      s.rss_file = r.rss_file * page_bytes;
-      s.rss_shmem = r.rss_shmem * page_bytes;
+      // As /proc shows them: the per-CPU parts added where it adds them, clamped at zero.
+      const bool parts = add_cpu_parts && (r.flags & HR_TASK_RSS_PARTS) != 0;
+      auto pages = [&](__s64 count, int member) -> std::uint64_t {
+        __s64 v = count + (parts ? r.rss_cpu_parts[member] : 0);
+        return v < 0 ? 0 : static_cast<std::uint64_t>(v) * page_bytes;
+      };
+      s.rss_file = pages(r.rss_file, 0);
+      s.rss_anon = pages(r.rss_anon, 1);
+      s.rss_shmem = pages(r.rss_shmem, 3);
       s.vm_rss = s.rss_anon + s.rss_file + s.rss_shmem;
       s.vm_hwm = std::max<std::uint64_t>(r.hiwater_rss * page_bytes, s.vm_rss);  // as task_mem() shows VmHWM
       s.vm_size = r.total_vm * page_bytes;
       s.vm_lck = r.locked_vm * page_bytes;
       s.vm_pin = r.pinned_vm * page_bytes;
-      s.vm_swap = r.swapents * page_bytes;
+      s.vm_swap = pages(r.swapents, 2);
       s.vm_pte = r.pgtables_bytes;
       s.threads = r.threads;
       if (counters != nullptr && (r.flags & (HR_TASK_ACTIVITY | HR_TASK_GPU)) != 0) {

@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 
-#include "headroom/sources/parse.h"
 
 namespace headroom {
 namespace {
@@ -64,18 +63,6 @@ void fillFromEntry(ProcessSample& s, const CachedProcess& e) {
 }
 
 }  // namespace
-
-Result<Statm> parseStatm(std::string_view text) {
-  auto f = splitFields(text);
-  if (f.size() < 3) return makeError(0, fmt::format("only {} fields, need 3 (truncated or not a statm file)", f.size()));
-  Statm s;
-  for (auto [i, out] : {std::pair{0, &s.size}, std::pair{1, &s.resident}, std::pair{2, &s.shared}}) {
-    auto v = parseU64(f[static_cast<std::size_t>(i)]);
-    if (!v) return v.error().wrap(fmt::format("statm field {}", i + 1));
-    *out = *v;
-  }
-  return s;
-}
 
 CachedProcess& ProcessCache::entry(pid_t pid, std::uint64_t start_time_ticks) {
   auto [it, fresh] = by_pid_.try_emplace(pid);
@@ -152,14 +139,10 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
   CachedProcess& e = cache.entry(pid, st->start_time_ticks);
   e.cgroups = *cg;
 
-  auto statm_text = readNonEmpty(*dir, "statm", reads);
-  if (!statm_text) return failed(statm_text.error());
-  auto statm = parseStatm(*statm_text);
-  if (!statm) return failed(statm.error().wrap(fmt::format("parsing {}/statm", dir->path())));
-  // status (uid, the RSS split, page tables, locked and pinned) only when statm or the thread
-  // count moved, or at the PSS period: the rest changes with them.
-  bool status_due = !e.status || e.statm != *statm || e.status->threads != st->threads ||
-                    now_ns - e.status_read_ns >= cache.pss().max_age.count();
+  // status (uid, the RSS split, page tables, locked and pinned) only when the size, the resident
+  // pages or the thread count moved (stat has all three), or at the PSS period.
+  bool status_due = !e.status || e.status_vsize != st->vsize_bytes || e.status_rss_pages != st->rss_pages ||
+                    e.status_threads != st->threads || now_ns - e.status_read_ns >= cache.pss().max_age.count();
   if (status_due) {
     auto status_text = readNonEmpty(*dir, "status", reads);
     ++reads.status;
@@ -167,7 +150,9 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
     auto status = parseProcStatus(*status_text);
     if (!status) return failed(status.error().wrap(fmt::format("parsing {}/status", dir->path())));
     e.status = *status;
-    e.statm = *statm;
+    e.status_vsize = st->vsize_bytes;
+    e.status_rss_pages = st->rss_pages;
+    e.status_threads = st->threads;
     e.status_read_ns = now_ns;
   }
   e.kernel_thread = e.status->kernel_thread;

@@ -76,8 +76,8 @@ Result<ProcStat> parseProcStat(std::string_view text) {
   st.comm = std::string(text.substr(open + 1, close - open - 1));
   auto f = splitFields(text.substr(close + 1));
   // Fields after comm, 0-based here: 0 state, 1 ppid, 7 minflt, 9 majflt, 11 utime, 12 stime,
-  // 19 starttime (field 22 of proc(5)).
-  if (f.size() < 20) return makeError(0, fmt::format("only {} fields after comm, need 20 (truncated?)", f.size()));
+  // 19 starttime (field 22 of proc(5)), 20 vsize, 21 rss.
+  if (f.size() < 22) return makeError(0, fmt::format("only {} fields after comm, need 22 (truncated?)", f.size()));
   st.state = f[0].empty() ? '?' : f[0][0];
   auto num = [&](std::size_t i, const char* what) -> Result<std::uint64_t> {
     auto v = parseU64(f[i]);
@@ -93,7 +93,9 @@ Result<ProcStat> parseProcStat(std::string_view text) {
   auto stime = num(12, "stime field");
   auto threads = num(17, "num_threads field");
   auto start = num(19, "starttime field");
-  for (auto* r : {&minflt, &majflt, &utime, &stime, &threads, &start}) {
+  auto vsize = num(20, "vsize field");
+  auto rss = num(21, "rss field");
+  for (auto* r : {&minflt, &majflt, &utime, &stime, &threads, &start, &vsize, &rss}) {
     if (!*r) return r->error();
   }
   st.minflt = *minflt;
@@ -102,6 +104,8 @@ Result<ProcStat> parseProcStat(std::string_view text) {
   st.stime_ticks = *stime;
   st.start_time_ticks = *start;
   st.threads = static_cast<std::uint32_t>(*threads);
+  st.vsize_bytes = *vsize;
+  st.rss_pages = *rss;
   return st;
 }
 

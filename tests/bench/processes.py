@@ -30,6 +30,7 @@ import urllib.request
 # The last commit before the task iterator and the sampler's cache: "today" in the terms.
 BASELINE_COMMIT = "de380c8"
 GROUPS = 20
+DEFAULT_SECONDS = 30
 SETTLE = 6  # seconds an exporter runs before it is measured (start-up, first samples)
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 PROCESS_EXPORTER = "/usr/bin/prometheus-process-exporter"
@@ -277,7 +278,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--sizes", default="100,1000,5000")
-    ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--seconds", type=int, default=DEFAULT_SECONDS)
     ap.add_argument("--out")
     a = ap.parse_args()
     if os.geteuid() != 0:

@@ -13,6 +13,9 @@
 - The agent's own footprint sampling at 50x its default rate: RSS early and late (no growth
   with uptime), CPU and wall time per sample; and on its defaults at rest, CPU and wakeups a
   second.
+- The per-process sampling cost (tests/bench/processes.py): the agent with 1 s samples at 100,
+  1,000 and 5,000 processes (task iterator, /proc, and the agent before either) beside
+  node_exporter and process-exporter, and one sample's CPU by phase.
 """
 import json
 import os
@@ -356,6 +359,13 @@ def main():
         f"{probe['duration_seconds']:.2f} s incl. reclaim {probe['reclaim_seconds']:.2f} s | | faster than the loop |",
     ]
     table = "\n".join(rows) + "\n"
+    # The per-process sampling cost at 100, 1,000 and 5,000 processes beside node_exporter and
+    # process-exporter (tests/bench/processes.py).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import processes
+    sizes = [100, 1000, 5000]
+    exporters, results = processes.run(BUILD, sizes, processes.DEFAULT_SECONDS)
+    table += "\n" + processes.table(exporters, results, sizes, processes.DEFAULT_SECONDS)
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
         f.write(f"# headroom benchmarks ({time.strftime('%Y-%m-%d %H:%M:%S')}, {os.uname().release}, "

@@ -82,7 +82,7 @@ ChildProcess startWorkload(const CgroupSandbox& sb, std::vector<std::string> arg
 }
 
 // The three ways the processes are read, each held to the same truth: every /proc file of every
-// process (one-shot commands); the agent's cache over /proc (statm first, the rest when due);
+// process (one-shot commands); the agent's cache over /proc (stat first, the rest when due);
 // the agent's task iterator (one BPF read) with /proc only where it has no figure.
 enum class Source { kProcfs, kProcfsCached, kTaskIterator };
 

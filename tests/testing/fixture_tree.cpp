@@ -126,8 +126,6 @@ void FixtureTree::process(const FakeProcess& p) const {
                     "THP_enabled:\t1\nThreads:\t{}\nSigQ:\t0/95000\n",
                     p.comm, p.pid, p.pid, p.ppid, rss / 1024 * 4, rss / 1024 * 4, p.vm_lck / 1024, rss / 1024,
                     rss / 1024, p.rss_anon / 1024, p.rss_file / 1024, p.rss_shmem / 1024, p.vm_pte / 1024, p.threads));
-  // statm: size resident shared text lib data dt, in pages.
-  write(dir + "/statm", fmt::format("{} {} {} 25 0 256 0\n", rss * 4 / 4096, rss / 4096, (p.rss_file + p.rss_shmem) / 4096));
   std::string cmd = p.cmdline;
   for (char& c : cmd) {
     if (c == ' ') c = '\0';

@@ -3,8 +3,8 @@
 // - from a kernel-side source (ProcessSource: the BPF task iterator, one read for every task of
 //   the machine), /proc is read for a process's cmdline once per program it runs, its
 //   /proc/<pid>/cgroup only when its cgroup id is new, and smaps_rollup when PSS is due;
-// - from /proc alone, `stat` and `statm` every sample, `status` only for a process whose statm
-//   or thread count moved, smaps_rollup when PSS is due.
+// - from /proc alone, `cgroup` and `stat` every sample, `status` only for a process whose size,
+//   resident pages or thread count (all three in `stat`) moved, smaps_rollup when PSS is due.
 // PSS (a walk of the process's page tables in the kernel) is due on first sight, when RSS has
 // moved by pss_step since it was read, or when it is pss_max_age old.
 #pragma once
@@ -52,13 +52,6 @@ struct PssPolicy {
   std::uint64_t step = 4ULL << 20;  // bytes of RSS movement
 };
 
-// /proc/<pid>/statm, in pages.
-struct Statm {
-  std::uint64_t size = 0, resident = 0, shared = 0;
-  bool operator==(const Statm&) const = default;
-};
-Result<Statm> parseStatm(std::string_view text);
-
 // What the sampler remembers of one process (pid + start time).
 struct CachedProcess {
   std::uint64_t start_time_ticks = 0;
@@ -71,8 +64,9 @@ struct CachedProcess {
   std::int64_t smaps_read_ns = 0;    // CLOCK_MONOTONIC
   std::uint64_t smaps_read_rss = 0;  // the RSS when it was read
   bool smaps_unreadable = false;     // permissions: not tried again for this process
-  // /proc only: the last statm and status, and when status was read.
-  std::optional<Statm> statm;
+  // /proc only: stat's size, resident pages and threads when status was read; status itself.
+  std::uint64_t status_vsize = 0, status_rss_pages = 0;
+  std::uint32_t status_threads = 0;
   std::optional<ProcStatus> status;
   std::int64_t status_read_ns = 0;
   std::uint64_t seen = 0;  // the sample that last saw it
@@ -111,7 +105,7 @@ struct ProcFileReads {
   std::size_t status = 0, smaps = 0, cmdline = 0, cgroup = 0;
 };
 
-// readProcess() against the cache: statm first, status and smaps_rollup only when due (above).
+// readProcess() against the cache: stat first, status and smaps_rollup only when due (above).
 ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, bool with_smaps, std::int64_t now_ns,
                               const std::function<bool(const ProcCgroups&)>& want, ProcFileReads& reads);
 

@@ -48,6 +48,7 @@ struct ProcStat {
   std::uint64_t utime_ticks = 0, stime_ticks = 0;
   std::uint64_t start_time_ticks = 0;  // since boot; with the pid, the process's identity
   std::uint32_t threads = 0;
+  std::uint64_t vsize_bytes = 0, rss_pages = 0;  // what a sampler needs to tell "nothing moved"
 };
 Result<ProcStat> parseProcStat(std::string_view text);
 

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace headroom {
@@ -42,14 +43,12 @@ struct ThreadCpu {
     return a;
   }
   // The exact total, divided as the tick-sampled user and system times divide.
-  double userSeconds() const {
-    std::int64_t ticked = user_ns + system_ns;
-    return ticked <= 0 ? 0.0 : static_cast<double>(total_ns) * static_cast<double>(user_ns) / static_cast<double>(ticked) / 1e9;
-  }
-  double systemSeconds() const {
-    std::int64_t ticked = user_ns + system_ns;
-    return ticked <= 0 ? static_cast<double>(total_ns) / 1e9
-                       : static_cast<double>(total_ns) * static_cast<double>(system_ns) / static_cast<double>(ticked) / 1e9;
+  double userSeconds() const { return static_cast<double>(total_ns) * userShare() / 1e9; }
+  double systemSeconds() const { return static_cast<double>(total_ns) * (1.0 - userShare()) / 1e9; }
+  // The user part of the ticked time, within [0, 1] (the kernel's adjusted times can step back).
+  double userShare() const {
+    double u = std::max<double>(0, static_cast<double>(user_ns)), s = std::max<double>(0, static_cast<double>(system_ns));
+    return u + s <= 0 ? 0.0 : u / (u + s);
   }
 };
 inline ThreadCpu threadCpu() {

@@ -277,7 +277,7 @@ TEST(TaskRecords, TheSensorsCountersRideAlong) {
   a.gpu.device_peak = 128 * kPage;
   hr_task_record plain = leader(601, "helper");
   std::unordered_map<pid_t, TaskCounters> counters;
-  auto ps = decodeTaskRecords(records({a, plain}), 100, kPage, &counters);
+  auto ps = decodeTaskRecords(records({a, plain}), 100, kPage, true, &counters);
   ASSERT_TRUE(ps) << ps.error().describe();
   ASSERT_EQ(counters.size(), 1u) << "only the process the maps know";
   const TaskCounters& c = counters.at(600);
@@ -286,6 +286,33 @@ TEST(TaskRecords, TheSensorsCountersRideAlong) {
   EXPECT_EQ(c.activity->mlock_bytes, kPage);
   EXPECT_EQ(c.gpu->pinned_live, 64 * kPage);
   EXPECT_EQ(c.gpu->device_peak, 128 * kPage);
+}
+
+// Since 6.2 the RSS counters are per-CPU: the record has the folded count and the CPUs' parts
+// apart, added where /proc adds them (6.16+), the sum clamped at zero as /proc clamps it.
+TEST(TaskRecords, PerCpuPartsAreAddedWhereProcAddsThem) {
+  hr_task_record r = leader(700, "percpu");
+  r.flags |= HR_TASK_RSS_PARTS;
+  r.rss_anon = 20;
+  r.rss_cpu_parts[1] = -3;
+  r.rss_file = -2;  // a folded count may dip below zero
+  r.rss_cpu_parts[0] = 1;
+  r.rss_shmem = 5;
+  r.rss_cpu_parts[3] = 2;
+  auto summed = decodeTaskRecords(records({r}), 100, kPage, true);
+  ASSERT_TRUE(summed);
+  EXPECT_EQ((*summed)[0].status.rss_anon, 17 * kPage);
+  EXPECT_EQ((*summed)[0].status.rss_file, 0u);
+  EXPECT_EQ((*summed)[0].status.rss_shmem, 7 * kPage);
+  EXPECT_EQ((*summed)[0].status.vm_rss, 24 * kPage);
+  auto folded = decodeTaskRecords(records({r}), 100, kPage, false);
+  ASSERT_TRUE(folded);
+  EXPECT_EQ((*folded)[0].status.rss_anon, 20 * kPage);
+  EXPECT_EQ((*folded)[0].status.rss_file, 0u);
+  EXPECT_EQ((*folded)[0].status.rss_shmem, 5 * kPage);
+  // Before 6.2 (no parts) the counts are the figures either way.
+  r.flags &= ~HR_TASK_RSS_PARTS;
+  EXPECT_EQ((*decodeTaskRecords(records({r}), 100, kPage, true))[0].status.rss_anon, 20 * kPage);
 }
 
 TEST(TaskRecords, ATornReadIsAnErrorNeverAGuess) {

@@ -1,6 +1,6 @@
 // The sampler's memory of processes on hand-made /proc trees (tests/testing/fixture_tree.h): what
-// a second sample reads, what it does when a pid is reused, a statm moves, an exec renames the
-// process, or PSS comes due; and /proc/<pid>/statm's parser.
+// a second sample reads, what it does when a pid is reused, RSS moves, an exec renames the
+// process, or PSS comes due.
 #include <gtest/gtest.h>
 
 #include "headroom/sources/process_cache.h"
@@ -14,19 +14,6 @@ using testing::FixtureTree;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 constexpr std::int64_t kSecond = 1'000'000'000;
-
-TEST(Statm, ParsesPagesAndRefusesTruncated) {
-  auto s = parseStatm("2460 1034 745 25 0 256 0\n");
-  ASSERT_TRUE(s) << s.error().describe();
-  EXPECT_EQ(s->size, 2460u);
-  EXPECT_EQ(s->resident, 1034u);
-  EXPECT_EQ(s->shared, 745u);
-  EXPECT_FALSE(parseStatm("2460 1034"));
-  EXPECT_FALSE(parseStatm(""));
-  auto bad = parseStatm("2460 x 745 25 0 256 0\n");
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().describe().find("statm field 2"), std::string::npos) << bad.error().describe();
-}
 
 TEST(ProcessCache, PssIsDueOnFirstSightOnAStepAndWithAge) {
   ProcessCache cache(PssPolicy{std::chrono::seconds(60), 4 * kMiB});
@@ -85,11 +72,11 @@ class CachedProcfs : public ::testing::Test {
   ProcessCache cache{PssPolicy{std::chrono::seconds(60), 4 * kMiB}};
 };
 
-TEST_F(CachedProcfs, ASecondSampleReadsStatAndStatmOnly) {
+TEST_F(CachedProcfs, ASecondSampleReadsCgroupAndStatOnly) {
   ProcFileReads first;
   auto r = read(0, first);
   ASSERT_EQ(r.outcome, ReadOutcome::kOk) << r.error.describe();
-  EXPECT_EQ(first.files, 6u) << "cgroup, stat, statm, status, cmdline, smaps_rollup";
+  EXPECT_EQ(first.files, 5u) << "cgroup, stat, status, cmdline, smaps_rollup";
   EXPECT_EQ(r.sample.cmdline, "prover --gpu 0");
   EXPECT_EQ(r.sample.status.rss_anon, 64 * kMiB);
   ASSERT_TRUE(r.sample.smaps);
@@ -98,7 +85,7 @@ TEST_F(CachedProcfs, ASecondSampleReadsStatAndStatmOnly) {
   ProcFileReads second;
   auto again = read(kSecond, second);
   ASSERT_EQ(again.outcome, ReadOutcome::kOk) << again.error.describe();
-  EXPECT_EQ(second.files, 3u) << "cgroup, stat, statm";
+  EXPECT_EQ(second.files, 2u) << "cgroup, stat";
   EXPECT_EQ(second.status + second.smaps + second.cmdline, 0u);
   EXPECT_EQ(again.sample.status.rss_anon, 64 * kMiB) << "remembered";
   ASSERT_TRUE(again.sample.smaps);
@@ -107,10 +94,10 @@ TEST_F(CachedProcfs, ASecondSampleReadsStatAndStatmOnly) {
   EXPECT_EQ(again.sample.cmdline, "prover --gpu 0");
 }
 
-TEST_F(CachedProcfs, AMovedStatmReadsStatusAndAStepReadsPss) {
+TEST_F(CachedProcfs, MovedRssReadsStatusAndAStepReadsPss) {
   ProcFileReads reads;
   ASSERT_EQ(read(0, reads).outcome, ReadOutcome::kOk);
-  p.rss_anon = 80 * kMiB;  // 16 MiB more: statm moves, and by more than the PSS step
+  p.rss_anon = 80 * kMiB;  // 16 MiB more: stat's rss moves, and by more than the PSS step
   p.pss_anon = 80 * kMiB;
   t.process(p);
   ProcFileReads moved;
@@ -139,7 +126,7 @@ TEST_F(CachedProcfs, AnExecReadsTheCmdlineAgainAndAReusedPidEverything) {
   ProcFileReads reused;
   auto fresh = read(2 * kSecond, reused);
   ASSERT_EQ(fresh.outcome, ReadOutcome::kOk);
-  EXPECT_EQ(reused.files, 6u) << "nothing of the old process is kept";
+  EXPECT_EQ(reused.files, 5u) << "nothing of the old process is kept";
   EXPECT_EQ(fresh.sample.start_time_ticks, 99999u);
 }
 
