@@ -433,8 +433,8 @@ void Agent::Impl::sample() {
 Status Agent::Impl::run() {
   // Each sample frees and takes again a few MiB (the processes, the snapshot): kept in the heap
   // instead of being handed back to the kernel and faulted in again, page by page, every sample.
-  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  ::mallopt(M_TRIM_THRESHOLD, 16 << 20);
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the most glibc takes (a snapshot of 5,000 processes is ~8 MiB)
+  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
   startSensors();
   if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
   {

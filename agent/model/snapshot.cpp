@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "headroom/model/snapshot.h"
 
@@ -99,22 +100,35 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   snap->stats = std::move(raw.stats);
   snap->sensors = std::move(sensors.status);
 
-  // Each process is attributed to the deepest watched cgroup that holds it.
-  std::vector<std::string> watched;
-  for (const auto& cg : raw.cgroups) watched.push_back(cg.path);
-  auto deepestWatched = [&](const std::string& path) -> std::string {
-    std::string best;
-    for (const auto& w : watched) {
-      if (cgroupIsWithin(path, w) && w.size() >= best.size()) best = w;
-    }
-    return best;
+  // Each process is attributed to the deepest watched cgroup that holds it, and counted in the
+  // subtree of every watched cgroup that holds it: worked out once per cgroup the processes are
+  // in (a few), not once per process.
+  struct Placement {
+    std::string deepest;
+    std::vector<std::size_t> within;  // indices into raw.cgroups
   };
+  std::unordered_map<std::string, Placement> placements;
+  auto placementOf = [&](const std::string& path) -> const Placement& {
+    auto it = placements.find(path);
+    if (it != placements.end()) return it->second;
+    Placement pl;
+    for (std::size_t ci = 0; ci < raw.cgroups.size(); ++ci) {
+      const std::string& w = raw.cgroups[ci].path;
+      if (!cgroupIsWithin(path, w)) continue;
+      pl.within.push_back(ci);
+      if (w.size() >= pl.deepest.size()) pl.deepest = w;
+    }
+    return placements.emplace(path, std::move(pl)).first->second;
+  };
+  std::vector<std::vector<std::size_t>> members(raw.cgroups.size());
 
   snap->processes.reserve(raw.processes.size());
   for (auto& p : raw.processes) {
     ProcessSnapshot ps;
     ps.role = roles.match(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
-    ps.cgroup = deepestWatched(p.memory_cgroup);
+    const Placement& placed = placementOf(p.memory_cgroup);
+    ps.cgroup = placed.deepest;
+    for (std::size_t ci : placed.within) members[ci].push_back(snap->processes.size());
     ps.attribution = visibleOf(p);
     if (auto it = sensors.activity.find(p.pid); it != sensors.activity.end()) ps.activity = it->second;
     if (auto it = sensors.gpu.find(p.pid); it != sensors.gpu.end()) {
@@ -159,12 +173,9 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     CgroupMemory& cg = raw.cgroups[ci];
     CgroupSnapshot cs;
     std::vector<const ProcessSample*> subtree;
-    for (std::size_t i = 0; i < snap->processes.size(); ++i) {
-      if (cgroupIsWithin(snap->processes[i].sample.memory_cgroup, cg.path)) {
-        subtree.push_back(&snap->processes[i].sample);
-        cs.processes.push_back(i);
-      }
-    }
+    cs.processes = std::move(members[ci]);
+    subtree.reserve(cs.processes.size());
+    for (std::size_t i : cs.processes) subtree.push_back(&snap->processes[i].sample);
     cs.attribution = attributeCgroup(cg, subtree);
 
     cs.bounds = std::move(bounds[ci]);
