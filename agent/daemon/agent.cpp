@@ -312,6 +312,7 @@ void Agent::Impl::reload() {
     counter_base_ = counters();
     sensors_.reset();  // detach before attaching again
     startSensors();
+    ::malloc_trim(0);  // the BTF parsed to load them
   }
   ++self_.config_reloads_total;
   spdlog::info("config reloaded: {} role rule(s), {} watched cgroup(s), interval {} ms, sensors {}",
@@ -431,11 +432,13 @@ void Agent::Impl::sample() {
 }
 
 Status Agent::Impl::run() {
-  // Each sample frees and takes again a few MiB (the processes, the snapshot): kept in the heap
-  // instead of being handed back to the kernel and faulted in again, page by page, every sample.
+  startSensors();
+  // Loading the sensors parsed the kernel's BTF (megabytes, freed now): handed back at once.
+  // Each sample then frees and takes again a few MiB (the processes, the snapshot): kept in the
+  // heap instead of being handed back and faulted in again, page by page, every sample.
+  ::malloc_trim(0);
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the most glibc takes (a snapshot of 5,000 processes is ~8 MiB)
   ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
-  startSensors();
   if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
   {
     std::array<char, 256> name{};

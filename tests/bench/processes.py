@@ -209,6 +209,10 @@ def run(build, sizes, seconds):
         ("headroom agent, `--sensors.tasks false` (/proc, cached)", "hr_procfs",
          [headroom, "agent", "--listen", "127.0.0.1:19602", "--interval", "1s", "--sensors.tasks", "false"],
          "http://127.0.0.1:19602/metrics", True),
+        ("headroom agent watching no process (`--cgroup` of one that does not exist): its floor on this machine "
+         "(the loop, host files, the series, a scrape a second)", "hr_floor",
+         [headroom, "agent", "--listen", "127.0.0.1:19606", "--interval", "1s", "--cgroup", "/headroom-bench-nothing"],
+         "http://127.0.0.1:19606/metrics", True),
         (f"headroom agent before this work ({BASELINE_COMMIT}: every /proc file, every sample)", "hr_base",
          [baseline, "agent", "--listen", "127.0.0.1:19603", "--interval", "1s"], "http://127.0.0.1:19603/metrics", False),
         ("node_exporter (host only)", "node",
@@ -239,19 +243,25 @@ def table(exporters, results, sizes, seconds):
             rows.append(f"| {r['processes']} | {label} | {r['cpu_ms_per_s']:.2f} ms/s ({r['cpu_ms_per_s'] / 10:.2f} % of a "
                         f"core) | {r['rss'] / 2**20:.1f} MiB | {r['p50']:.1f} / {r['p99']:.1f} ms | {r['series']} |")
     rows += ["", "| processes | agent (task iterator) vs: node_exporter | process-exporter | the agent before | "
-             "`--sensors.tasks false` vs the agent before | target |", "| --- | --- | --- | --- | --- | --- |"]
+             "above its own floor (per-process part) | `--sensors.tasks false` vs the agent before | target |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for n in sizes:
         it = results[(n, "hr_iter")]["cpu_ms_per_s"]
         pf = results[(n, "hr_procfs")]["cpu_ms_per_s"]
         base = results[(n, "hr_base")]["cpu_ms_per_s"]
+        floor = results[(n, "hr_floor")]["cpu_ms_per_s"]
         rows.append(f"| {results[(n, 'hr_iter')]['processes']} | {it / results[(n, 'node')]['cpu_ms_per_s']:.2f}x | "
                     f"{it / results[(n, 'procexp')]['cpu_ms_per_s']:.3f}x | {it / base:.3f}x ({base / it:.1f} times "
-                    f"cheaper) | {base / pf:.1f} times cheaper | <= 5 ms/s at 1,000; /proc path >= 3x cheaper |")
+                    f"cheaper) | {it - floor:.2f} ms/s (floor {floor:.2f} ms/s) | {base / pf:.1f} times cheaper | "
+                    f"<= 5 ms/s at 1,000; /proc path >= 3x cheaper |")
     if len(sizes) > 1:
-        lo, hi = sizes[0], sizes[-1]
-        per = [(results[(n, 'hr_iter')]['cpu_ms_per_s'] / results[(n, 'hr_iter')]['processes']) * 1000 for n in (lo, hi)]
-        rows.append(f"\nCost per 1,000 processes (task iterator): {per[0]:.2f} ms/s at {lo}, {per[1]:.2f} ms/s at {hi} "
-                    f"(linear when these are close; the fixed part weighs more at the small end).")
+        per = []
+        for n in sizes:
+            r = results[(n, "hr_iter")]
+            per.append(f"{(r['cpu_ms_per_s'] - results[(n, 'hr_floor')]['cpu_ms_per_s']) * 1000 / r['processes']:.2f} "
+                       f"ms/s at {r['processes']}")
+        rows.append("\nPer-process part per 1,000 processes (task iterator, above the floor): " + ", ".join(per) +
+                    " (linear when these are close).")
     rows += ["", "### One sample, by phase (sampling thread, ms per sample, user / system)\n",
              "| processes | agent | processes | cgroups | model | exporter | whole agent per sample | /proc files read in one sample |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
