@@ -153,12 +153,12 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	}
 	/* The mm's counters (user space clamps them at zero, as /proc does). */
 	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
-		struct mm_struct___old *old = (void *)mm;
-
-		r.rss_file = old->rss_stat.count[HR_MM_FILEPAGES].counter;
-		r.rss_anon = old->rss_stat.count[HR_MM_ANONPAGES].counter;
-		r.swapents = old->rss_stat.count[HR_MM_SWAPENTS].counter;
-		r.rss_shmem = old->rss_stat.count[HR_MM_SHMEMPAGES].counter;
+		/* Read through the helper: a direct load through the flavour's cast pointer is
+		 * refused by 6.1's verifier (the fields sit in mm_struct's anonymous struct). */
+		r.rss_file = mm_rss_counter_pre_6_2(mm, HR_MM_FILEPAGES);
+		r.rss_anon = mm_rss_counter_pre_6_2(mm, HR_MM_ANONPAGES);
+		r.swapents = mm_rss_counter_pre_6_2(mm, HR_MM_SWAPENTS);
+		r.rss_shmem = mm_rss_counter_pre_6_2(mm, HR_MM_SHMEMPAGES);
 	} else {
 		r.rss_file = mm->rss_stat[HR_MM_FILEPAGES].count;
 		r.rss_anon = mm->rss_stat[HR_MM_ANONPAGES].count;

@@ -293,7 +293,8 @@ void Agent::Impl::reload() {
     spdlog::warn("listen address {} takes effect at the next start (serving on {})", cfg->listen.text(),
                  server_ ? server_->address() : cfg_.listen.text());
   bool sensors_changed = !(cfg->sensors == cfg_.sensors);
-  if (cfg->pss_max_age != cfg_.pss_max_age || cfg->pss_step != cfg_.pss_step) processes_ = ProcessCache(pssPolicyOf(*cfg));
+  if (cfg->pss_max_age != cfg_.pss_max_age || cfg->pss_step != cfg_.pss_step)
+    processes_ = ProcessCache(pssPolicyOf(*cfg));
   budget_.reconfigure(cfg->budget, cfg->role_rules);
   ListenAddress listen = cfg_.listen;
   cfg_ = std::move(*cfg);

@@ -308,9 +308,9 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kProcessCpu, {}, self.cpu_seconds);
   if (self.start_time_seconds > 0) sink.add(kProcessStart, {}, self.start_time_seconds);
   sink.add(kSampleDuration, {}, self.last_sample_duration_s);
-  for (const auto& [phase, cpu] : {std::pair{"processes", self.sample_cpu.processes},
-                                   std::pair{"cgroups", self.sample_cpu.cgroups}, std::pair{"model", self.sample_cpu.model},
-                                   std::pair{"exporter", self.sample_cpu.exporter}}) {
+  for (const auto& [phase, cpu] :
+       {std::pair{"processes", self.sample_cpu.processes}, std::pair{"cgroups", self.sample_cpu.cgroups},
+        std::pair{"model", self.sample_cpu.model}, std::pair{"exporter", self.sample_cpu.exporter}}) {
     sink.add(kSampleCpu, {phase, "user"}, cpu.userSeconds());
     sink.add(kSampleCpu, {phase, "system"}, cpu.systemSeconds());
   }

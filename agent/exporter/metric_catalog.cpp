@@ -26,7 +26,9 @@ std::vector<MetricInfo> buildCatalog() {
       {kProcessCpu, kC, {}, "User and system CPU time the headroom agent has used, in seconds."},
       {kProcessStart, kG, {}, "Start time of the headroom agent, in seconds since the Unix epoch."},
       {kSampleDuration, kG, {}, "Duration of the last sample (collection and model), in seconds."},
-      {kSampleCpu, kC, {"phase", "mode"},
+      {kSampleCpu,
+       kC,
+       {"phase", "mode"},
        "CPU time the sampling thread spent in each phase of its samples (processes, cgroups, model, exporter), user "
        "and system apart, in seconds."},
       {kLastSample, kG, {}, "Time of the last successful sample, in seconds since the Unix epoch."},

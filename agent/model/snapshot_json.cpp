@@ -264,9 +264,11 @@ json toJson(const Snapshot& s) {
   for (const ProcessSnapshot& p : s.processes) {
     json j = toJson(p);
     // PSS is read again only when due (process_cache.h): how old this figure is.
-    j["pss_age_s"] = p.sample.smaps && p.sample.smaps_read_ns != 0
-                         ? json(static_cast<double>(std::max<std::int64_t>(0, s.completed_monotonic_ns - p.sample.smaps_read_ns)) / 1e9)
-                         : json(nullptr);
+    j["pss_age_s"] =
+        p.sample.smaps && p.sample.smaps_read_ns != 0
+            ? json(static_cast<double>(std::max<std::int64_t>(0, s.completed_monotonic_ns - p.sample.smaps_read_ns)) /
+                   1e9)
+            : json(nullptr);
     procs.push_back(std::move(j));
   }
   const CollectStats& st = s.stats;

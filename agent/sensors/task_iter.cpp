@@ -14,10 +14,10 @@
 #include <span>
 #include <tuple>
 
-#include "headroom_tasks.skel.h"
 #include "headroom/sensors/libbpf_log.h"
 #include "headroom/sensors/ring_decode.h"
 #include "headroom/sources/fs_root.h"
+#include "headroom_tasks.skel.h"
 
 namespace headroom {
 namespace {
@@ -88,10 +88,11 @@ Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version, int
       return makeError(-err, fmt::format("sharing the sensors' {} map with the task iterator", what));
   }
   if (int err = headroom_tasks_bpf__load(impl->skel.get()); err != 0) {
-    if (err == -EPERM || err == -EACCES)
-      return makeError(-err, fmt::format("BPF not permitted ({}): needs CAP_BPF and CAP_PERFMON, or root",
-                                         std::strerror(-err)));
     std::string log = capture.text();
+    // Refused before the verifier ran (no verifier log): this process may not load BPF at all.
+    if ((err == -EPERM || err == -EACCES) && log.find("PROG LOAD LOG") == std::string::npos)
+      return makeError(
+          -err, fmt::format("BPF not permitted ({}): needs CAP_BPF and CAP_PERFMON, or root", std::strerror(-err)));
     return makeError(-err, fmt::format("loading the task iterator (iter/task){}", log.empty() ? "" : ": " + log));
   }
   impl->link.reset(bpf_program__attach_iter(impl->skel->progs.dump_tasks, nullptr));

@@ -196,7 +196,8 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
         take(1, readProcessCached(*fs_, 1, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads));
     } else {
       stats.warnings.push_back(
-          tasks.error().wrap(fmt::format("reading every process through the {}; /proc instead", opts.source->name()))
+          tasks.error()
+              .wrap(fmt::format("reading every process through the {}; /proc instead", opts.source->name()))
               .describe());
     }
   }

@@ -59,11 +59,11 @@ struct AgentConfig {
   // Memory cgroups to watch (paths inside the hierarchy) with their subtrees; empty: every
   // memory cgroup that holds a process.
   std::vector<std::string> cgroups;
-  std::vector<RoleRule> role_rules;   // parsed from "ROLE=KIND:VALUE", first match wins
-  bool smaps = true;                  // read smaps_rollup (PSS)
+  std::vector<RoleRule> role_rules;              // parsed from "ROLE=KIND:VALUE", first match wins
+  bool smaps = true;                             // read smaps_rollup (PSS)
   std::chrono::milliseconds pss_max_age{60000};  // PSS read again at least this often
-  std::uint64_t pss_step = 4ULL << 20;            // or when RSS moved by this much
-  std::size_t max_processes = 20000;  // processes read per sample; beyond, counted only
+  std::uint64_t pss_step = 4ULL << 20;           // or when RSS moved by this much
+  std::size_t max_processes = 20000;             // processes read per sample; beyond, counted only
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";          // trace, debug, info, warn, error
   SensorsConfig sensors = agentSensors();  // [sensors]: which sensors, CUDA paths, ring and map sizes

@@ -14,11 +14,11 @@
 #include <tuple>
 #include <vector>
 
-#include "headroom/util/clock.h"
 #include "headroom/controller/controller.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/readings.h"
+#include "headroom/util/clock.h"
 
 namespace prometheus {
 class Registry;

@@ -55,7 +55,7 @@ struct PssPolicy {
 // What the sampler remembers of one process (pid + start time).
 struct CachedProcess {
   std::uint64_t start_time_ticks = 0;
-  std::string comm;     // the comm the cmdline was read under: a new one (exec) reads it again
+  std::string comm;  // the comm the cmdline was read under: a new one (exec) reads it again
   std::string cmdline;
   bool cmdline_read = false;
   std::uint64_t cgroup_id = 0;  // kernel source: the id `cgroups` was read for
@@ -69,7 +69,7 @@ struct CachedProcess {
   std::uint32_t status_threads = 0;
   std::optional<ProcStatus> status;
   std::int64_t status_read_ns = 0;
-  std::uint64_t seen = 0;  // the sample that last saw it
+  std::uint64_t seen = 0;      // the sample that last saw it
   bool kernel_thread = false;  // /proc only: then its stat alone tells it is still the same one
 };
 

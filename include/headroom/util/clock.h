@@ -47,7 +47,8 @@ struct ThreadCpu {
   double systemSeconds() const { return static_cast<double>(total_ns) * (1.0 - userShare()) / 1e9; }
   // The user part of the ticked time, within [0, 1] (the kernel's adjusted times can step back).
   double userShare() const {
-    double u = std::max<double>(0, static_cast<double>(user_ns)), s = std::max<double>(0, static_cast<double>(system_ns));
+    double u = std::max<double>(0, static_cast<double>(user_ns)),
+           s = std::max<double>(0, static_cast<double>(system_ns));
     return u + s <= 0 ? 0.0 : u / (u + s);
   }
 };

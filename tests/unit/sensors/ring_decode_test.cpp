@@ -235,8 +235,8 @@ TEST(TaskRecords, AProcessFromItsLeaderAndItsThreads) {
   hr_task_record zombie = leader(77, "zombie");
   zombie.flags = HR_TASK_NO_MM;
   // A thread seen before its leader (a reused tgid), another after.
-  auto bytes = records({kthread, thread(500, 499, 7, 0), leader(500, "cuzk"), thread(500, 501, 40, 1), zombie,
-                        thread(900, 901, 5, 5)});
+  auto bytes = records(
+      {kthread, thread(500, 499, 7, 0), leader(500, "cuzk"), thread(500, 501, 40, 1), zombie, thread(900, 901, 5, 5)});
   auto ps = decodeTaskRecords(bytes, 100, kPage);
   ASSERT_TRUE(ps) << ps.error().describe();
   ASSERT_EQ(ps->size(), 3u) << "kthread, cuzk, zombie; the orphan thread of 900 dropped";

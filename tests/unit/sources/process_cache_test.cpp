@@ -132,7 +132,8 @@ TEST_F(CachedProcfs, AnExecReadsTheCmdlineAgainAndAReusedPidEverything) {
 
 TEST_F(CachedProcfs, AProcessThatVanishesOrIsOutOfScope) {
   ProcFileReads reads;
-  auto skipped = readProcessCached(fs, p.pid, cache, true, 0, [](const ProcCgroups&) { return false; }, reads);
+  auto skipped = readProcessCached(
+      fs, p.pid, cache, true, 0, [](const ProcCgroups&) { return false; }, reads);
   EXPECT_EQ(skipped.outcome, ReadOutcome::kSkipped);
   EXPECT_EQ(reads.files, 1u) << "its cgroup only";
   t.remove("/proc/321");
@@ -206,8 +207,9 @@ TEST(KernelProcess, ProcIsReadOnlyForWhatTheSourceLacks) {
 
   // A pid reused between the kernel's read and /proc's: not the process the source saw.
   k.comm = "renamed";  // forces the cmdline read, and with it the identity check
-  t.write("/proc/500/stat", "500 (other) S 1 500 500 0 -1 4194560 1 0 0 0 5 3 0 0 20 0 1 0 42 123456789 1 "
-                            "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n");
+  t.write("/proc/500/stat",
+          "500 (other) S 1 500 500 0 -1 4194560 1 0 0 0 5 3 0 0 20 0 1 0 42 123456789 1 "
+          "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n");
   ProcFileReads reused;
   EXPECT_EQ(completeKernelProcess(fs, k, cache, false, kSecond, {}, reused).outcome, ReadOutcome::kVanished);
   // A kernel thread is counted, never read.
