@@ -199,8 +199,8 @@ struct hr_task_record {
 	 * them with the sensors' object): no syscall per process for them either. */
 	struct proc_activity activity;
 	struct gpu_mem gpu;
-	/* Since 6.2: the per-CPU parts of file, anon, swap, shmem not yet folded into `count`.
-	 * /proc/<pid>/status adds them from 6.16 on (get_mm_counter_sum()), not before. */
+	/* Since 6.2: the per-CPU parts of file, anon, swap, shmem not yet folded into `count`,
+	 * which /proc/<pid>/status adds too since get_mm_counter_sum() (6.16 and stable trees). */
 	__s64 rss_cpu_parts[4];
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct hr_task_record) == 312, "hr_task_record ABI");

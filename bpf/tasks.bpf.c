@@ -72,8 +72,8 @@ static __always_inline __u64 address_of(const void *p)
 }
 
 /* Since 6.2 each RSS counter is a percpu_counter: `count` plus up to a batch per CPU not yet
- * folded in. The parts go into the record apart: user space adds them where /proc does (6.16+,
- * get_mm_counter_sum()), so that both sources say the same. */
+ * folded in. The parts go into the record apart from the count; user space adds them, as /proc
+ * does since get_mm_counter_sum(). */
 static __always_inline void percpu_parts(struct mm_struct *mm, __s64 out[4])
 {
 	__s32 *parts[4];

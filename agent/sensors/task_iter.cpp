@@ -4,12 +4,10 @@
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <span>
 #include <tuple>
@@ -28,17 +26,6 @@ constexpr const char* kVmlinuxBtf = "/sys/kernel/btf/vmlinux";
 // The output of one read, grown when a machine has more tasks; 64 pages to start.
 constexpr std::size_t kFirstBuffer = 64 * 4096;
 
-// Whether /proc/<pid>/status adds the per-CPU parts of the RSS counters: from 6.16 ("mm: fix
-// the inaccurate memory statistics issue for users", get_mm_counter_sum()); 6.2 to 6.15 show the
-// folded count alone. No BTF or file tells this, so the release does.
-bool procSumsRssParts() {
-  utsname u{};
-  if (::uname(&u) != 0) return true;
-  int major = 0, minor = 0;
-  if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return true;
-  return major > 6 || (major == 6 && minor >= 16);
-}
-
 struct SkelDeleter {
   void operator()(headroom_tasks_bpf* s) const { headroom_tasks_bpf__destroy(s); }
 };
@@ -56,7 +43,6 @@ struct TaskIterator::Impl {
   std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   std::unordered_map<pid_t, TaskCounters> counters;
   bool counters_fresh = false;
-  bool add_cpu_parts = procSumsRssParts();
 };
 
 TaskIterator::TaskIterator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -117,7 +103,7 @@ Result<std::vector<KernelProcess>> TaskIterator::read() {
     if (n == 0) break;
     used += static_cast<std::size_t>(n);
   }
-  auto out = decodeTaskRecords(std::span(m.buffer.data(), used), m.ticks, m.page, m.add_cpu_parts, &m.counters);
+  auto out = decodeTaskRecords(std::span(m.buffer.data(), used), m.ticks, m.page, true, &m.counters);
   m.counters_fresh = out.has_value();
   return out;
 }

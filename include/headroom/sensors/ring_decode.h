@@ -51,8 +51,10 @@ struct TaskCounters {
   std::optional<ProcessActivity> activity;
   std::optional<GpuMemory> gpu;
 };
-// `add_cpu_parts`: the kernel's /proc adds the per-CPU parts of the RSS counters (6.16+), and so
-// must these figures, to be the same as /proc's.
+// `add_cpu_parts`: add the per-CPU parts of the RSS counters to their folded counts (6.2+), as
+// /proc/<pid>/status does since "mm: fix the inaccurate memory statistics issue for users"
+// (6.16, and the stable trees it went to: Debian's 6.12.118 has it); false: the folded counts
+// alone, as /proc showed them before.
 Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> bytes, std::uint64_t ticks_per_second,
                                                      std::uint64_t page_bytes, bool add_cpu_parts = true,
                                                      std::unordered_map<pid_t, TaskCounters>* counters = nullptr);
