@@ -74,7 +74,7 @@ Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version, int
       return makeError(-err, fmt::format("sharing the sensors' {} map with the task iterator", what));
   }
   if (int err = headroom_tasks_bpf__load(impl->skel.get()); err != 0) {
-    std::string log = capture.text();
+    const std::string& log = capture.text();
     // Refused before the verifier ran (no verifier log): this process may not load BPF at all.
     if ((err == -EPERM || err == -EACCES) && log.find("PROG LOAD LOG") == std::string::npos)
       return makeError(
