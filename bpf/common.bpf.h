@@ -17,7 +17,6 @@
 #define SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h: group exit in progress */
 #define E2BIG 7                      /* include/uapi/asm-generic/errno-base.h: a full map's refusal */
 #define MAX_ERRNO 4095               /* include/linux/err.h: a syscall's -errno lies in [-MAX_ERRNO, -1] */
-#define CGROUP_SUBSYS_MAX 16         /* a bound for the verifier on an index into css_set->subsys[]: CGROUP_SUBSYS_COUNT varies with the kernel config (12 in bpf/vmlinux) */
 
 /* Configuration, set by user space before load (common.bpf.c defines them). */
 extern const volatile bool cfg_filter_cgroups;  /* false: every cgroup is tracked */
@@ -121,19 +120,7 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
  * is the v2 id), the default hierarchy's cgroup on v2. Equal to the cgroup directory's inode. */
 static __always_inline __u64 task_memcg_id(struct task_struct *t)
 {
-	if (cfg_cgroup_v1) {
-		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
-		struct css_set *cs = BPF_CORE_READ(t, cgroups);
-		struct cgroup_subsys_state *css = NULL;
-
-		if (id < 0 || id >= CGROUP_SUBSYS_MAX || !cs)
-			return 0;
-		bpf_core_read(&css, sizeof(css), &cs->subsys[id]);
-		if (!css)
-			return 0;
-		return BPF_CORE_READ(css, cgroup, kn, id);
-	}
-	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	return task_memory_cgroup_id(t, cfg_cgroup_v1);
 }
 
 static __always_inline bool cgroup_tracked(__u64 cgid)

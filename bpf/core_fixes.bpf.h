@@ -48,4 +48,25 @@ static __always_inline long mm_rss_counter(struct mm_struct *mm, int member)
 	}
 }
 
+#define HR_CGROUP_SUBSYS_MAX 16 /* a bound for the verifier on an index into css_set->subsys[]: CGROUP_SUBSYS_COUNT varies with the kernel config */
+
+/* A task's memory cgroup as a kernfs id: on v1 the memory css's cgroup, on v2 the task's own
+ * cgroup (the default hierarchy's). The id is the cgroup directory's inode number. */
+static __always_inline __u64 task_memory_cgroup_id(struct task_struct *t, bool memory_v1)
+{
+	if (memory_v1) {
+		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+		struct css_set *cs = BPF_CORE_READ(t, cgroups);
+		struct cgroup_subsys_state *css = NULL;
+
+		if (id < 0 || id >= HR_CGROUP_SUBSYS_MAX || !cs)
+			return 0;
+		bpf_core_read(&css, sizeof(css), &cs->subsys[id]);
+		if (!css)
+			return 0;
+		return BPF_CORE_READ(css, cgroup, kn, id);
+	}
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
 #endif /* HEADROOM_CORE_FIXES_BPF_H */

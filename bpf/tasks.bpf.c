@@ -12,7 +12,6 @@
 #include "events.h"
 
 #define PF_KTHREAD 0x00200000 /* include/linux/sched.h: I am a kernel thread */
-#define CGROUP_SUBSYS_MAX 16  /* a bound for the verifier on an index into css_set->subsys[] */
 
 /* Set by user space before load: the memory controller is on cgroup v1 (use the memory css);
  * the possible CPUs (the per-CPU parts of the RSS counters to add). */
@@ -44,23 +43,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } cpu_offsets SEC(".maps");
-
-static __always_inline __u64 memory_cgroup_id(struct task_struct *t)
-{
-	if (cfg_memory_v1) {
-		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
-		struct css_set *cs = BPF_CORE_READ(t, cgroups);
-		struct cgroup_subsys_state *css = NULL;
-
-		if (id < 0 || id >= CGROUP_SUBSYS_MAX || !cs)
-			return 0;
-		bpf_core_read(&css, sizeof(css), &cs->subsys[id]);
-		if (!css)
-			return 0;
-		return BPF_CORE_READ(css, cgroup, kn, id);
-	}
-	return t->cgroups->dfl_cgrp->kn->id;
-}
 
 /* A kernel pointer as a number (the verifier allows no arithmetic on a map's pointer). */
 static __always_inline __u64 address_of(const void *p)
@@ -137,7 +119,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	r.ppid = t->real_parent->tgid;
 	r.start_boottime_ns = t->start_boottime;
 	bpf_probe_read_kernel(r.comm, sizeof(r.comm), t->comm);
-	r.cgroup_id = memory_cgroup_id(t);
+	r.cgroup_id = task_memory_cgroup_id(t, cfg_memory_v1);
 	r.uid = t->real_cred->uid.val;
 	r.oom_score_adj = sig->oom_score_adj;
 	r.threads = sig->nr_threads;
