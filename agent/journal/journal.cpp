@@ -27,7 +27,7 @@ constexpr std::string_view kMagic = "HRJ1 ";
 constexpr std::size_t kMaxLengthDigits = 12;
 
 std::uint32_t crcOf(std::string_view bytes) {
-  uLong c = ::crc32(0L, Z_NULL, 0);
+  uLong c = ::crc32(0L, nullptr, 0);
   // zlib takes a uInt length: feed huge inputs in pieces.
   while (!bytes.empty()) {
     std::size_t n = std::min<std::size_t>(bytes.size(), 1U << 30);
