@@ -7,7 +7,7 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config git
   clang llvm clang-tidy clang-format libclang-rt-14-dev
   libbpf-dev bpftool libelf-dev zlib1g-dev
-  prometheus-cpp-dev libspdlog-dev libfmt-dev
+  libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libsystemd-dev
 )

@@ -1,22 +1,22 @@
-// One tick's metrics: every family filled from the snapshot into a fresh registry, under the
-// caps. Past 500 lines with a reason: the series sink (the one budget of series), the grouping of
+// One tick's metrics: every family filled from the snapshot, under the caps, and written as the
+// page (the text exposition format, version 0.0.4) once per tick; scrapes copy it. The page is
+// written here, not by a client library's registry: every series is the snapshot's, rebuilt
+// each tick (gone cgroups and processes must leave no series), which a registry of live metric
+// objects would have to be filled, collected, sorted and serialized for, each tick and scrape.
+// Past 500 lines with a reason: the series sink (the one budget of series), the grouping of
 // processes under the per-role cap and the filling of each family share that accounting, and
 // apart they would pass it through every function. The families' names are families.h, their
 // catalogue metric_catalog.cpp.
 #include "headroom/exporter/exporter.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/metric_family.h>
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <exception>
 #include <initializer_list>
-#include <sstream>
+#include <iterator>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -42,11 +42,44 @@ const MetricInfo* infoOf(std::string_view name) {
 double sec(std::uint64_t us) { return static_cast<double>(us) / 1e6; }
 double num(std::uint64_t v) { return static_cast<double>(v); }
 
-// Adds series to a fresh registry under a budget; what does not fit is counted, not added.
-// In counting mode (a cgroup or process left out by a cap) every series is counted only.
+// The exposition's escaping: in label values a backslash, a double quote and a newline; in HELP
+// text a backslash and a newline.
+void appendEscaped(std::string& out, std::string_view text, bool label_value) {
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' && label_value) {
+      out += "\\\"";
+    } else {
+      out += c;
+    }
+  }
+}
+
+// `name{labels} value`: the value as the shortest text that reads back the same double.
+void appendSample(std::string& out, std::string_view name, std::string_view labels, double value) {
+  out += name;
+  out += labels;
+  out += ' ';
+  if (std::isnan(value)) {
+    out += "NaN";
+  } else if (std::isinf(value)) {
+    out += value > 0 ? "+Inf" : "-Inf";
+  } else {
+    fmt::format_to(std::back_inserter(out), "{}", value);
+  }
+  out += '\n';
+}
+
+// Adds series under a budget; what does not fit is counted, not added. In counting mode (a
+// cgroup or process left out by a cap) every series is counted only. Each series is kept as the
+// text of its sample line's labels (the exposition's, label names in order), so that the page
+// is written once per update, straight from these (render() only copies it).
 class SeriesSink {
  public:
-  SeriesSink(prometheus::Registry& registry, std::size_t budget) : registry_(registry), budget_(budget) {}
+  explicit SeriesSink(std::size_t budget) : budget_(budget) {}
 
   // One series of the family `name`, label values in the catalogue's label order.
   void add(std::string_view name, std::initializer_list<std::string_view> values, double value) {
@@ -59,10 +92,41 @@ class SeriesSink {
   std::size_t added() const { return added_; }
   std::size_t dropped() const { return dropped_; }
 
+  // The exposition text of every series added: families in catalogue order, the series of each
+  // sorted by their labels, so that a page reads (and diffs) the same from one scrape to the
+  // next.
+  std::string text() const {
+    std::vector<const Family*> order;
+    order.reserve(families_.size());
+    for (const auto& [info, f] : families_) order.push_back(&f);
+    std::sort(order.begin(), order.end(), [](const Family* a, const Family* b) { return a->rank < b->rank; });
+    std::string out;
+    out.reserve(added_ * 96 + families_.size() * 160);
+    for (const Family* f : order) {
+      out += "# HELP ";
+      out += f->info->name;
+      out += ' ';
+      appendEscaped(out, f->info->help, false);
+      out += "\n# TYPE ";
+      out += f->info->name;
+      out += ' ';
+      out += toString(f->info->type);
+      out += '\n';
+      std::vector<const std::pair<const std::string, double>*> series;
+      series.reserve(f->series.size());
+      for (const auto& s : f->series) series.push_back(&s);
+      std::sort(series.begin(), series.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+      for (const auto* s : series) appendSample(out, f->info->name, s->first, s->second);
+    }
+    return out;
+  }
+
  private:
-  struct Families {
-    prometheus::Family<prometheus::Gauge>* gauge = nullptr;
-    prometheus::Family<prometheus::Counter>* counter = nullptr;
+  struct Family {
+    const MetricInfo* info = nullptr;
+    std::size_t rank = 0;                   // in the catalogue
+    std::vector<std::size_t> label_order;   // label indices by name, as the exposition sorts them
+    std::unordered_map<std::string, double> series;  // label text -> value
   };
 
   void put(std::string_view name, std::initializer_list<std::string_view> values, double value, bool reserved) {
@@ -74,30 +138,44 @@ class SeriesSink {
       ++dropped_;
       return;
     }
-    prometheus::Labels labels;
-    auto v = values.begin();
-    for (const std::string& l : info->labels) labels.emplace(l, printableText(*v++));
-    Families& f = families_[info];
-    if (info->type == MetricType::kGauge) {
-      if (f.gauge == nullptr) f.gauge = &prometheus::BuildGauge().Name(info->name).Help(info->help).Register(registry_);
-      if (!f.gauge->Has(labels)) ++added_;
-      f.gauge->Add(labels).Set(value);
-    } else {
-      if (f.counter == nullptr) {
-        f.counter = &prometheus::BuildCounter().Name(info->name).Help(info->help).Register(registry_);
-      }
-      if (f.counter->Has(labels)) return;  // a counter is set once per update
+    Family& f = familyOf(info);
+    labels_.clear();
+    for (std::size_t i : f.label_order) {
+      labels_ += labels_.empty() ? '{' : ',';
+      labels_ += info->labels[i];
+      labels_ += "=\"";
+      appendEscaped(labels_, printableText(values.begin()[i]), true);
+      labels_ += '"';
+    }
+    if (!labels_.empty()) labels_ += '}';
+    auto [it, inserted] = f.series.try_emplace(labels_, value);
+    if (inserted) {
       ++added_;
-      f.counter->Add(labels).Increment(value);
+    } else if (info->type == MetricType::kGauge) {
+      it->second = value;  // a gauge set twice keeps the last value; a counter is set once per update
     }
   }
 
-  prometheus::Registry& registry_;
+  Family& familyOf(const MetricInfo* info) {
+    auto [it, inserted] = families_.try_emplace(info);
+    Family& f = it->second;
+    if (inserted) {
+      f.info = info;
+      f.rank = static_cast<std::size_t>(info - metricCatalog().data());
+      f.label_order.resize(info->labels.size());
+      for (std::size_t i = 0; i < f.label_order.size(); ++i) f.label_order[i] = i;
+      std::sort(f.label_order.begin(), f.label_order.end(),
+                [&](std::size_t a, std::size_t b) { return info->labels[a] < info->labels[b]; });
+    }
+    return f;
+  }
+
   std::size_t budget_;
   std::size_t added_ = 0;
   std::size_t dropped_ = 0;
   bool counting_only_ = false;
-  std::unordered_map<const MetricInfo*, Families> families_;
+  std::unordered_map<const MetricInfo*, Family> families_;
+  std::string labels_;  // the series being added, reused
 };
 
 // Processes with the same (cgroup, role, comm), summed.
@@ -357,7 +435,7 @@ struct Exporter::State {
     double kills = 0;
     double last_timestamp_s = 0;
   };
-  std::vector<prometheus::MetricFamily> families;  // the last update's, collected
+  std::string page;  // the last update's exposition text (the scrape duration is added per scrape)
   std::size_t series = 0;                          // sample lines render() writes
   std::size_t dropped = 0;
   bool scrape_slot = true;  // max_series leaves room for the scrape duration
@@ -455,11 +533,10 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     budget = state_->budget;
     margin_changes = state_->margin_changes;
   }
-  // prometheus-cpp reports misuse with exceptions; none may leave the sampling path.
+  // No exception (an allocation, a format) may leave the sampling path.
   try {
-    prometheus::Registry registry;
     const std::size_t reserved = std::min(kReservedSeries, limits.max_series);
-    SeriesSink sink(registry, limits.max_series - reserved);
+    SeriesSink sink(limits.max_series - reserved);
 
     // In priority order: what the agent says of itself and its sensors, the host, then the
     // cgroups by usage, then the process groups by RSS. The cap cuts from the end.
@@ -517,22 +594,9 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     if (dropped_slot) sink.addReserved(kSeriesDropped, num(dropped));
     if (series_slot) sink.addReserved(kSeries, num(series));
 
-    std::vector<prometheus::MetricFamily> families = registry.Collect();
-    // prometheus-cpp keeps families by type and series in hash maps; in catalogue order and
-    // sorted by labels, a page reads (and diffs) the same from one scrape to the next.
-    const auto rank = [](const prometheus::MetricFamily& f) {
-      const MetricInfo* info = findMetric(f.name);
-      return info == nullptr ? metricCatalog().size() : static_cast<std::size_t>(info - metricCatalog().data());
-    };
-    std::stable_sort(
-        families.begin(), families.end(),
-        [&](const prometheus::MetricFamily& a, const prometheus::MetricFamily& b) { return rank(a) < rank(b); });
-    for (prometheus::MetricFamily& f : families) {
-      std::sort(f.metric.begin(), f.metric.end(),
-                [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) { return a.label < b.label; });
-    }
+    std::string page = sink.text();
     std::lock_guard<std::mutex> lock(mu_);
-    state_->families = std::move(families);
+    state_->page = std::move(page);
     state_->series = series;
     state_->dropped = dropped;
     state_->scrape_slot = scrape_slot;
@@ -543,22 +607,22 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
 }
 
 std::string Exporter::render(double last_scrape_duration_s) const {
-  std::ostringstream out;
-  const prometheus::TextSerializer serializer;
-  std::lock_guard<std::mutex> lock(mu_);
-  serializer.Serialize(out, state_->families);
+  std::string out;
   const MetricInfo* info = infoOf(kScrapeDuration);
+  std::lock_guard<std::mutex> lock(mu_);
+  out.reserve(state_->page.size() + 256);
+  out = state_->page;
   if (state_->scrape_slot && info != nullptr) {
-    prometheus::MetricFamily scrape;
-    scrape.name = info->name;
-    scrape.help = info->help;
-    scrape.type = prometheus::MetricType::Gauge;
-    prometheus::ClientMetric m;
-    m.gauge.value = last_scrape_duration_s;
-    scrape.metric.push_back(std::move(m));
-    serializer.Serialize(out, {scrape});
+    out += "# HELP ";
+    out += info->name;
+    out += ' ';
+    appendEscaped(out, info->help, false);
+    out += "\n# TYPE ";
+    out += info->name;
+    out += " gauge\n";
+    appendSample(out, info->name, "", last_scrape_duration_s);
   }
-  return out.str();
+  return out;
 }
 
 std::size_t Exporter::seriesCount() const {

@@ -1,6 +1,6 @@
 // The Prometheus side of the agent: one fixed catalogue of metric families (name, type, labels,
 // help: the list docs/metrics.md is checked against) and the rendering of each tick's model
-// into them with prometheus-cpp, label cardinality bounded by configuration.
+// into the text exposition format, label cardinality bounded by configuration.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +19,6 @@
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/readings.h"
 #include "headroom/util/clock.h"
-
-namespace prometheus {
-class Registry;
-struct MetricFamily;
-}  // namespace prometheus
 
 namespace headroom {
 
@@ -80,7 +75,7 @@ class Exporter {
   Exporter& operator=(const Exporter&) = delete;
 
   // One tick: rebuilds every family from the snapshot, the sensors' counters and the agent's
-  // own figures (a fresh registry each time, so gone cgroups and processes leave no series).
+  // own figures (from nothing each time, so gone cgroups and processes leave no series).
   void update(const Snapshot& snap, const SensorCounters& counters, const AgentSelf& self);
   // One OOM kill seen by the sensors (victim's memory cgroup, role, comm; unix time). Counted
   // for the agent's lifetime; label sets beyond the cap count under process="other".
