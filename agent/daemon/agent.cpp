@@ -135,6 +135,7 @@ struct Agent::Impl {
   std::unique_ptr<Sensors> sensors_;
   // What the sampler remembers of each process between samples: its /proc reads only when due.
   ProcessCache processes_{pssPolicyOf(cfg_)};
+  CgroupFileCache cgroup_files_;  // the watched cgroups' files, held open between samples
   ProverBudget budget_;
   IncidentJournal incidents_;
   CountedOoms counted_;
@@ -368,6 +369,7 @@ void Agent::Impl::sample() {
   co.read_smaps = cfg_.smaps;
   co.max_processes = cfg_.max_processes;
   co.cache = &processes_;
+  co.cgroup_files = &cgroup_files_;
   co.source = sensors_->processSource();  // the task iterator (live roots only: see startSensors)
   auto raw = source_.collector->collect(co);
   if (!raw) {

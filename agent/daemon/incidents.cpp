@@ -8,9 +8,12 @@ namespace headroom {
 namespace {
 
 // Samples kept for the records: enough to reach back past the OOM sources' settle time at any
-// interval, and bounded.
+// interval, and bounded. A kill is handed over at most the joiner's wait for the other source
+// (2 s) and one poll after it; the sample read whole before it is at most an interval older.
+// Past the span two are always kept (the one before the kill, and the one after it); below it
+// every sample of the last 5 s, each holding every process (MiBs at thousands of processes).
 constexpr std::size_t kRecentSamples = 64;
-constexpr std::int64_t kRecentSpanNs = 10'000'000'000;
+constexpr std::int64_t kRecentSpanNs = 5'000'000'000;
 constexpr const char* kCountersOnly = "counters only";
 
 }  // namespace

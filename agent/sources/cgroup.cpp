@@ -319,13 +319,18 @@ std::uint64_t v2RootUsage(const StatMap& st) {
 }
 
 Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::string& path) {
+  return readCgroupMemory([&](const char* name) { return dir.readFile(name); }, dir.path(), version, path);
+}
+
+Result<CgroupMemory> readCgroupMemory(const CgroupFileReader& read, std::string_view dir_path, int version,
+                                      const std::string& path) {
   if (version != 1 && version != 2) return makeError(EINVAL, fmt::format("cgroup version {} is not 1 or 2", version));
   CgroupMemory cg;
   cg.version = version;
   cg.path = path;
   std::set<std::string_view> absent;  // optional files that are not there
   auto readOne = [&](const FileSpec& f) -> Status {
-    auto text = dir.readFile(f.name);
+    auto text = read(f.name);
     if (!text) {
       if (!f.required && text.error().code == ENOENT) {
         absent.insert(f.name);
@@ -339,7 +344,7 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
     }
     auto st = detail::applyCgroupFile(cg, f.name, *text);
     if (!st) {
-      Error e = st.error().wrap(fmt::format("parsing {}/{}", dir.path(), f.name));
+      Error e = st.error().wrap(fmt::format("parsing {}/{}", dir_path, f.name));
       if (f.required) return e;
       cg.warnings.push_back(e.describe());
     }

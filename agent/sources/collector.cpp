@@ -161,6 +161,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
       return;
     }
     r.sample.memory_cgroup = *pl.path;
+    r.sample.cgroups = {};  // placed: the raw lines are not kept (each kept sample would hold them)
     if (opts.read_smaps && !r.sample.smaps) ++stats.processes_without_pss;
     raw.processes.push_back(std::move(r.sample));
     ++stats.processes_read;
@@ -224,8 +225,11 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
         stats.processes_outside_mount, outsideMount(), first_outside.first, first_outside.second));
   }
 
+  auto readCgroup = [&](const std::string& path) {
+    return opts.cgroup_files != nullptr ? opts.cgroup_files->read(hierarchy_, path) : hierarchy_.read(path);
+  };
   for (const std::string& path : watched) {
-    auto cg = hierarchy_.read(path);
+    auto cg = readCgroup(path);
     if (!cg) {
       stats.warnings.push_back(cg.error().wrap(fmt::format("cgroup {}", path)).describe());
       continue;
@@ -236,7 +240,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   for (const CgroupMemory& cg : raw.cgroups) {
     for (auto parent = parentCgroup(cg.path); parent; parent = parentCgroup(*parent)) {
       if (raw.ancestors.count(*parent) != 0 || watched.count(*parent) != 0) continue;
-      auto a = hierarchy_.read(*parent);
+      auto a = readCgroup(*parent);
       if (!a) {
         // The v2 root has no memory.current/memory.max: it bounds nothing but the host.
         if (!(version == 2 && *parent == "/"))
@@ -246,6 +250,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
       raw.ancestors.emplace(*parent, std::move(*a));
     }
   }
+  if (opts.cgroup_files != nullptr) opts.cgroup_files->sweep();
   raw.completed_monotonic_ns = monotonicNs();
   stats.cgroups_cpu = (threadCpu() - cpu_cgroups) + (cpu_processes - cpu_start);
   return raw;

@@ -42,6 +42,25 @@ Result<std::string> readAll(int fd, std::string_view display_path) {
   return out;
 }
 
+Result<std::string> rereadAll(int fd, std::string_view display_path) {
+  std::string out;
+  char buf[16384];
+  off_t at = 0;
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, sizeof buf, at);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errnoError(fmt::format("reading {}", display_path));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    at += n;
+    if (out.size() > kMaxFileBytes)
+      return makeError(EFBIG, fmt::format("reading {}: larger than {} bytes", display_path, kMaxFileBytes));
+  }
+  return out;
+}
+
 Result<std::string> Dir::readFile(std::string_view name) const {
   std::string n(name);
   Fd fd(::openat(fd_.get(), n.c_str(), O_RDONLY | O_CLOEXEC));

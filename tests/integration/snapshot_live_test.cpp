@@ -98,6 +98,7 @@ std::string sourceName(const ::testing::TestParamInfo<Source>& i) {
 struct Sampler {
   SourceRoot root;
   ProcessCache cache;
+  CgroupFileCache cgroup_files;  // as the agent samples: the cgroups' files held between samples
   std::unique_ptr<TaskIterator> tasks;
   Source mode;
 
@@ -112,7 +113,10 @@ struct Sampler {
     }
   }
   RawSample collect(CollectOptions o) {
-    if (mode != Source::kProcfs) o.cache = &cache;
+    if (mode != Source::kProcfs) {
+      o.cache = &cache;
+      o.cgroup_files = &cgroup_files;
+    }
     o.source = tasks.get();
     auto raw = root.collector->collect(o);
     if (!raw) throw std::runtime_error(raw.error().describe());

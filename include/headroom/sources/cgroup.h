@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -173,6 +174,11 @@ std::uint64_t v2RootUsage(const StatMap& stat);
 // Reads the memory files of the cgroup held open as `dir`. Errors when the files that every
 // memory cgroup has (usage, limit on a non-root cgroup, memory.stat) are missing or garbage.
 Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::string& path);
+// The same through `read` (a file of the cgroup by name: its text, or why not, ENOENT for a file
+// that is not there); `dir_path` names the directory in messages.
+using CgroupFileReader = std::function<Result<std::string>(const char* name)>;
+Result<CgroupMemory> readCgroupMemory(const CgroupFileReader& read, std::string_view dir_path, int version,
+                                      const std::string& path);
 
 // Pure parts of the reader, exposed for tests: one file's text applied to a CgroupMemory.
 namespace detail {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "headroom/sources/cgroup.h"
+#include "headroom/sources/cgroup_files.h"
 #include "headroom/sources/fs_root.h"
 #include "headroom/sources/process_cache.h"
 #include "headroom/sources/procfs.h"
@@ -35,6 +36,9 @@ struct CollectOptions {
   // A long-running sampler's memory of processes: with it, /proc files are read only when due
   // (process_cache.h). Without it every file of every process is read (one-shot commands).
   ProcessCache* cache = nullptr;
+  // The cgroups' memory files held open between samples (cgroup_files.h); without it each file
+  // is opened and closed at each read.
+  CgroupFileCache* cgroup_files = nullptr;
   // With `cache`: every process of the machine in one read from the kernel (the task iterator)
   // instead of listing /proc. A failed read falls back to /proc for that sample, with a warning.
   ProcessSource* source = nullptr;

@@ -84,7 +84,7 @@ struct ProcessSample {
   std::int64_t smaps_read_ns = 0;
   std::optional<int> oom_score_adj;  // when the source reads it (the task iterator)
   std::uint64_t minflt = 0, majflt = 0;
-  ProcCgroups cgroups;        // as /proc/<pid>/cgroup shows them
+  ProcCgroups cgroups;        // as /proc/<pid>/cgroup shows them (the collector empties it once placed)
   std::string memory_cgroup;  // the memory cgroup, relative to the hierarchy's mount (collector)
 };
 

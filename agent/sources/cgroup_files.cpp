@@ -1,0 +1,83 @@
+#include "headroom/sources/cgroup_files.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace headroom {
+
+CgroupFileCache::CgroupFileCache(std::size_t max_fds) : max_fds_(max_fds) {
+  // Never more than a quarter of what this process may open.
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    max_fds_ = std::min<std::size_t>(max_fds_, rl.rlim_cur / 4);
+}
+
+Result<std::string> CgroupFileCache::readHeld(Entry& e, const char* name, bool& gone) {
+  auto f = e.files.find(std::string_view(name));
+  if (f == e.files.end()) {
+    Fd fd(::openat(e.dir.fd(), name, O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) {
+      const int err = errno;
+      if (err == ENOENT) {
+        e.files.emplace(name, Fd());  // not there (an optional file): not asked again
+      } else {
+        gone = true;
+      }
+      return makeError(err, fmt::format("opening {}/{}", e.dir.path(), name));
+    }
+    if (held_fds_ >= max_fds_) return readAll(fd.get(), fmt::format("{}/{}", e.dir.path(), name));
+    f = e.files.emplace(name, std::move(fd)).first;
+    ++held_fds_;
+  }
+  if (!f->second.valid()) return makeError(ENOENT, fmt::format("opening {}/{}", e.dir.path(), name));
+  auto text = rereadAll(f->second.get(), fmt::format("{}/{}", e.dir.path(), name));
+  if (!text) gone = true;  // ENODEV: the cgroup was removed since the file was opened
+  return text;
+}
+
+Result<CgroupMemory> CgroupFileCache::read(const CgroupHierarchy& h, std::string_view path) {
+  const std::string p = normaliseCgroupPath(path);
+  auto it = entries_.find(p);
+  if (it == entries_.end()) {
+    if (held_fds_ >= max_fds_) return h.read(p);  // past the budget: the plain way
+    auto dir = h.open(p);
+    if (!dir) return dir.error();
+    it = entries_.emplace(p, Entry{std::move(*dir), {}, true}).first;
+    ++held_fds_;
+  }
+  Entry& e = it->second;
+  e.used = true;
+  bool gone = false;
+  auto cg = readCgroupMemory([&](const char* name) { return readHeld(e, name, gone); }, e.dir.path(), h.version(), p);
+  if (!gone && cg) return cg;
+  // Removed, or removed and made again, since its files were opened (or a file that must be
+  // there is not): forgotten, and read as it is now.
+  forget(it);
+  return h.read(p);
+}
+
+void CgroupFileCache::forget(Entries::iterator it) {
+  held_fds_ -= 1 + static_cast<std::size_t>(std::count_if(it->second.files.begin(), it->second.files.end(),
+                                                            [](const auto& f) { return f.second.valid(); }));
+  entries_.erase(it);
+}
+
+void CgroupFileCache::sweep() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    if (!it->second.used) {
+      forget(it);
+    } else {
+      it->second.used = false;
+    }
+    it = next;
+  }
+}
+
+}  // namespace headroom

@@ -1,0 +1,52 @@
+// The memory files of the cgroups a sampler reads every sample, held open from one sample to the
+// next and read again from offset 0 (the kernel writes a cgroup file's text anew for each read
+// from the start): no path walk, open or close per file per sample.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "headroom/sources/cgroup.h"
+#include "headroom/sources/fs_root.h"
+#include "headroom/util/result.h"
+
+namespace headroom {
+
+class CgroupFileCache {
+ public:
+  // At most `max_fds` descriptors held (a directory and its files each count); the cgroups past
+  // it are read the plain way, each file opened and closed.
+  explicit CgroupFileCache(std::size_t max_fds = kDefaultMaxFds);
+
+  // The cgroup's memory files, as CgroupHierarchy::read reads them. A cgroup removed (its held
+  // files answer ENODEV) or recreated under the same path is opened anew, and so read as it
+  // is now: missing, or the new one.
+  Result<CgroupMemory> read(const CgroupHierarchy& h, std::string_view path);
+  // Closes the files of the cgroups not read since the last call: call once a sample.
+  void sweep();
+
+  std::size_t heldFds() const { return held_fds_; }
+  std::size_t cgroups() const { return entries_.size(); }
+
+  // A quarter of the usual soft RLIMIT_NOFILE (1024): 64 v1 or 50 v2 cgroups held.
+  static constexpr std::size_t kDefaultMaxFds = 512;
+
+ private:
+  struct Entry {
+    Dir dir;
+    std::map<std::string, Fd, std::less<>> files;  // opened on first read; an absent one as -1
+    bool used = true;
+  };
+  using Entries = std::map<std::string, Entry, std::less<>>;
+  Result<std::string> readHeld(Entry& e, const char* name, bool& gone);
+  void forget(Entries::iterator it);
+
+  std::size_t max_fds_;
+  std::size_t held_fds_ = 0;
+  Entries entries_;
+};
+
+}  // namespace headroom
