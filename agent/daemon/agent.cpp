@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <systemd/sd-daemon.h>
@@ -43,12 +44,24 @@ PssPolicy pssPolicyOf(const AgentConfig& c) {
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_reload{false};
+// The running agent's wakeup (an eventfd): a signal ends the main loop's wait at once, whichever
+// thread the kernel delivers it to.
+std::atomic<int> g_wake_fd{-1};
+
+void wake(int fd) {
+  if (fd < 0) return;
+  const std::uint64_t one = 1;
+  const int saved = errno;  // a signal handler must leave errno as it found it
+  (void)!::write(fd, &one, sizeof one);
+  errno = saved;
+}
 
 extern "C" void onAgentSignal(int sig) {
   if (sig == SIGHUP)
     g_reload = true;
   else
     g_stop = true;
+  wake(g_wake_fd.load());
 }
 
 // Tells systemd (when NOTIFY_SOCKET says it listens; a no-op otherwise).
@@ -105,8 +118,16 @@ struct Agent::Impl {
         api_(exporter_, std::move(probe_command), std::move(probe_unavailable)),
         budget_(cfg_.budget, cfg_.role_rules, ProverBudget::Options{}) {
     self_.start_time_seconds = unixSeconds();
+    g_wake_fd = wake_.get();
+    api_.setWakeFd(wake_.get());
   }
-  ~Impl() { server_.reset(); }  // no HTTP thread may outlive what it reads
+  ~Impl() {
+    g_wake_fd = -1;
+    server_.reset();  // no HTTP thread may outlive what it reads
+  }
+
+  // Written to end the main loop's wait: a signal, a probe done through the API.
+  Fd wake_{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
 
   Status run();
   void startSensors();
@@ -493,9 +514,13 @@ Status Agent::Impl::run() {
       notify("WATCHDOG=1");
       next_watchdog = now + watchdog_every;
     }
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
-    wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
-    sensors_->poll(static_cast<int>(wait.count()));
+    // Asleep until the next sample (or watchdog ping), unless a record, a signal or the API
+    // (a probe done) wakes it: one wakeup a sample when nothing happens.
+    auto until = next_sample;
+    if (watchdog) until = std::min(until, next_watchdog);
+    auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+    wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(60'000));
+    sensors_->poll(static_cast<int>(wait.count()), wake_.get());
     // An OOM kill shows on the next scrape, not an interval later; a storm of them does not
     // make the agent sample without pause (at most one extra sample a second).
     if (consumeEvents() > 0)

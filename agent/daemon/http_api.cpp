@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -289,6 +290,10 @@ HttpResponse HttpApi::probe(const HttpQuery& q) {
   spdlog::info("probe of {}: {} allocatable{}", cgroup, formatBytes(static_cast<std::uint64_t>(f.allocatable_bytes)),
                f.aborted ? " (aborted: pressure rose)" : "");
   sample_soon_ = true;
+  if (const int fd = wake_fd_; fd >= 0) {
+    const std::uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof one);
+  }
   return jsonResponse(200, j);
 }
 

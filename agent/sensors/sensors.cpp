@@ -4,11 +4,14 @@
 #include "headroom/sensors/sensors.h"
 
 #include <fmt/format.h>
-#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <span>
+#include <utility>
 
 #include "headroom/sensors/ring_decode.h"
 #include "headroom/sources/procfs.h"
@@ -172,20 +175,55 @@ const std::vector<SensorStatus>& Sensors::status() const { return impl_->statuse
 
 ProcessSource* Sensors::processSource() const { return impl_->tasks.get(); }
 
-void Sensors::poll(int timeout_ms) {
-  Impl& m = *impl_;
-  if (m.rings) {
-    // A record wakes the epoll at once (an irq_work; on a machine without self-IPI, at the
-    // next timer tick, which NO_HZ keeps running while one is pending). Consume once more
-    // should a wakeup ever be missed. No short slices: 100 wakeups a second cost an idle agent
-    // 0.85 % of a core here and made no OOM record sooner (make bench: 0.2 ms either way).
-    if (ring_buffer__poll(m.rings.get(), timeout_ms) == 0) ring_buffer__consume(m.rings.get());
-  } else if (m.kmsg) {
-    pollfd p{m.kmsg->fd(), POLLIN, 0};
-    ::poll(&p, 1, timeout_ms);
-  } else if (timeout_ms > 0) {
-    ::usleep(static_cast<useconds_t>(timeout_ms) * 1000);
+Status Sensors::Impl::preparePollSet(int wake_fd) {
+  const std::array<int, 3> want{rings ? ring_buffer__epoll_fd(rings.get()) : -1, kmsg ? kmsg->fd() : -1, wake_fd};
+  if (poll_set.valid() && want == poll_fds) return ok();
+  poll_fds = {-1, -1, -1};
+  poll_set = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!poll_set.valid()) return errnoError("epoll_create1");
+  for (int fd : want) {
+    if (fd < 0) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(poll_set.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      Error e = errnoError(fmt::format("epoll_ctl(ADD, {})", fd));
+      poll_set = Fd();
+      return e;
+    }
   }
+  poll_fds = want;
+  return ok();
+}
+
+void Sensors::poll(int timeout_ms, int wake_fd) {
+  Impl& m = *impl_;
+  // An incident waiting for its other source or to settle is looked at again soon, whatever the
+  // caller's timeout: nothing else would wake the wait for it.
+  if (m.joiner.pending() > 0) timeout_ms = timeout_ms < 0 ? 100 : std::min(timeout_ms, 100);
+  // One wait on everything that brings work: a ring's record (an irq_work wakes the rings' epoll
+  // at once; on a machine without self-IPI, at the next timer tick, which NO_HZ keeps running
+  // while one is pending), a kernel log line, the caller's wakeup. No short slices: 100 wakeups
+  // a second cost an idle agent 0.85 % of a core here and made no OOM record sooner (make
+  // bench: 0.2 ms either way).
+  if (auto st = m.preparePollSet(wake_fd); st) {
+    std::array<epoll_event, 4> evs{};
+    const int n = ::epoll_wait(m.poll_set.get(), evs.data(), static_cast<int>(evs.size()), timeout_ms);
+    for (int i = 0; i < n; ++i) {
+      if (evs[static_cast<std::size_t>(i)].data.fd == wake_fd) {
+        std::uint64_t count = 0;
+        while (::read(wake_fd, &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
+        }
+      }
+    }
+  } else if (timeout_ms > 0) {
+    if (!std::exchange(m.poll_warned, true))
+      spdlog::warn("waiting on the rings and the kernel log: {} (looked at every 100 ms instead)", st.error().describe());
+    ::usleep(static_cast<useconds_t>(std::min(timeout_ms, 100)) * 1000);
+  }
+  // Consumed whether or not the wait said so: should a wakeup ever be missed, the next wait's
+  // end still reads it.
+  if (m.rings) ring_buffer__consume(m.rings.get());
   std::int64_t now = monotonicNs();
   if (m.kmsg) {
     for (const auto& rec : m.kmsg->readAvailable()) {

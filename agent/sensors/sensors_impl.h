@@ -6,6 +6,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "headroom/sensors/sensors.h"
 #include "headroom/sensors/task_iter.h"
 #include "headroom/sources/cgroup_index.h"
+#include "headroom/sources/fs_root.h"
 #include "headroom/sources/kmsg.h"
 
 struct proc_activity;  // bpf/events.h
@@ -63,6 +65,12 @@ struct Sensors::Impl {
   // CPU's run was being ended can briefly miss that run, and a counter must never go back.
   std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> answered_faults;
   int cpus = std::max(1, libbpf_num_possible_cpus());  // the per-CPU map's value count
+  // What poll() waits on: the rings' epoll, /dev/kmsg and the caller's wakeup descriptor, made
+  // anew when one of them changes.
+  Fd poll_set;
+  std::array<int, 3> poll_fds{-1, -1, -1};
+  Status preparePollSet(int wake_fd);
+  bool poll_warned = false;
 
   // ---- the state registry (sensors.cpp) ----
   SensorStatus& status(const std::string& name);

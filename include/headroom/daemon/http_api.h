@@ -71,6 +71,8 @@ class HttpApi {
   bool probeActive() const { return probe_active_; }
   // A probe finished: its figures are to be shown at once.
   bool takeSampleSoon() { return sample_soon_.exchange(false); }
+  // An eventfd the main thread waits on: written to when a sample is wanted soon.
+  void setWakeFd(int fd) { wake_fd_ = fd; }
 
   // ---- the handlers (any thread) ----
   HttpResponse metrics();
@@ -108,6 +110,7 @@ class HttpApi {
   std::map<std::string, ProbeFinding> probe_findings_;  // by cgroup: the prover's only
   std::mutex probe_running_;                            // one probe at a time
   std::atomic<bool> sample_soon_{false};
+  std::atomic<int> wake_fd_{-1};
   std::atomic<bool> probe_active_{false};
 };
 

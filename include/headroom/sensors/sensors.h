@@ -37,8 +37,9 @@ class Sensors {
   // Every process of the machine in one read (the task iterator); nullptr when the "tasks"
   // sensor is not active. Lives as long as this.
   ProcessSource* processSource() const;
-  // Consumes what the rings and /dev/kmsg hold, waiting up to timeout_ms for the first record.
-  void poll(int timeout_ms);
+  // Consumes what the rings and /dev/kmsg hold, waiting up to timeout_ms (-1: no limit) for the
+  // first record, or until `wake_fd` (an eventfd, when given) is written to; it is drained.
+  void poll(int timeout_ms, int wake_fd = -1);
   std::vector<OomEvent> takeOomEvents();
   std::vector<ExitEvent> takeExitEvents();
 
