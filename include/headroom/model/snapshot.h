@@ -86,7 +86,7 @@ struct ProcessAttribution {
   std::uint64_t swap = 0;
   // This process's share of its cgroup's invisible overhead, and the rule that made it.
   std::uint64_t overhead_share = 0;
-  std::string overhead_rule;
+  std::string_view overhead_rule;  // one of the model's fixed texts
   std::optional<PinnedOverlay> pinned;
   std::optional<std::uint64_t> device_bytes, device_peak_bytes;  // CUDA device memory (sensors)
 };
