@@ -124,8 +124,8 @@ class SeriesSink {
  private:
   struct Family {
     const MetricInfo* info = nullptr;
-    std::size_t rank = 0;                   // in the catalogue
-    std::vector<std::size_t> label_order;   // label indices by name, as the exposition sorts them
+    std::size_t rank = 0;                            // in the catalogue
+    std::vector<std::size_t> label_order;            // label indices by name, as the exposition sorts them
     std::unordered_map<std::string, double> series;  // label text -> value
   };
 
@@ -389,8 +389,8 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   for (const auto& [phase, cpu] :
        {std::pair{"processes", self.sample_cpu.processes}, std::pair{"cgroups", self.sample_cpu.cgroups},
         std::pair{"model", self.sample_cpu.model}, std::pair{"exporter", self.sample_cpu.exporter}}) {
-    sink.add(kSampleCpu, {phase, "user"}, cpu.userSeconds());
-    sink.add(kSampleCpu, {phase, "system"}, cpu.systemSeconds());
+    sink.add(kSampleCpu, {phase, "user"}, cpu.user_s);
+    sink.add(kSampleCpu, {phase, "system"}, cpu.system_s);
   }
   if (self.last_sample_timestamp_s > 0) sink.add(kLastSample, {}, self.last_sample_timestamp_s);
   sink.add(kSamples, {}, num(self.samples_total));
@@ -435,8 +435,8 @@ struct Exporter::State {
     double kills = 0;
     double last_timestamp_s = 0;
   };
-  std::string page;  // the last update's exposition text (the scrape duration is added per scrape)
-  std::size_t series = 0;                          // sample lines render() writes
+  std::string page;        // the last update's exposition text (the scrape duration is added per scrape)
+  std::size_t series = 0;  // sample lines render() writes
   std::size_t dropped = 0;
   bool scrape_slot = true;  // max_series leaves room for the scrape duration
   std::uint64_t update_failures = 0;

@@ -218,7 +218,8 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
     }
   } else if (timeout_ms > 0) {
     if (!std::exchange(m.poll_warned, true))
-      spdlog::warn("waiting on the rings and the kernel log: {} (looked at every 100 ms instead)", st.error().describe());
+      spdlog::warn("waiting on the rings and the kernel log: {} (looked at every 100 ms instead)",
+                   st.error().describe());
     ::usleep(static_cast<useconds_t>(std::min(timeout_ms, 100)) * 1000);
   }
   // Consumed whether or not the wait said so: should a wakeup ever be missed, the next wait's

@@ -64,7 +64,7 @@ Result<CgroupMemory> CgroupFileCache::read(const CgroupHierarchy& h, std::string
 
 void CgroupFileCache::forget(Entries::iterator it) {
   held_fds_ -= 1 + static_cast<std::size_t>(std::count_if(it->second.files.begin(), it->second.files.end(),
-                                                            [](const auto& f) { return f.second.valid(); }));
+                                                          [](const auto& f) { return f.second.valid(); }));
   entries_.erase(it);
 }
 

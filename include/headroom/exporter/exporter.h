@@ -51,7 +51,7 @@ struct AgentSelf {
   double last_sample_duration_s = 0;
   // The sampling thread's CPU time by phase, summed over every sample.
   struct PhaseCpu {
-    ThreadCpu processes, cgroups, model, exporter;
+    SplitCpu processes, cgroups, model, exporter;
   } sample_cpu;
   double last_sample_timestamp_s = 0;  // unix time of the last successful sample
   std::uint64_t samples_total = 0;

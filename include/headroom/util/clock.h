@@ -42,9 +42,6 @@ struct ThreadCpu {
     a.system_ns -= b.system_ns;
     return a;
   }
-  // The exact total, divided as the tick-sampled user and system times divide.
-  double userSeconds() const { return static_cast<double>(total_ns) * userShare() / 1e9; }
-  double systemSeconds() const { return static_cast<double>(total_ns) * (1.0 - userShare()) / 1e9; }
   // The user part of the ticked time, within [0, 1] (the kernel's adjusted times can step back).
   double userShare() const {
     double u = std::max<double>(0, static_cast<double>(user_ns)),
@@ -52,6 +49,25 @@ struct ThreadCpu {
     return u + s <= 0 ? 0.0 : u / (u + s);
   }
 };
+// CPU time summed piece by piece, each piece's exact total divided as its own ticked user and
+// system times divide (a piece too short to tell: as the sum so far divides). Both parts only
+// grow, and they add up to the exact total: a pair of counters.
+struct SplitCpu {
+  double user_s = 0, system_s = 0;
+  SplitCpu& operator+=(const ThreadCpu& piece) {
+    const double total = std::max<double>(0, static_cast<double>(piece.total_ns)) / 1e9;
+    double share = 0;
+    if (piece.user_ns > 0 || piece.system_ns > 0) {
+      share = piece.userShare();
+    } else if (user_s + system_s > 0) {
+      share = user_s / (user_s + system_s);
+    }
+    user_s += total * share;
+    system_s += total * (1.0 - share);
+    return *this;
+  }
+};
+
 inline ThreadCpu threadCpu() {
   rusage ru{};
   ::getrusage(RUSAGE_THREAD, &ru);
