@@ -463,6 +463,9 @@ Status Agent::Impl::run() {
   ::malloc_trim(0);
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the most glibc takes (a snapshot of 5,000 processes is ~8 MiB)
   ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  // One heap for every thread: the HTTP threads' scrapes and API answers would each keep an
+  // arena of their own (a MiB or two in all) for no gain at a few requests a second.
+  ::mallopt(M_ARENA_MAX, 1);
   if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
   {
     std::array<char, 256> name{};

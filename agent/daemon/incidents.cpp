@@ -9,11 +9,11 @@ namespace {
 
 // Samples kept for the records: enough to reach back past the OOM sources' settle time at any
 // interval, and bounded. A kill is handed over at most the joiner's wait for the other source
-// (2 s) and one poll after it; the sample read whole before it is at most an interval older.
-// Past the span two are always kept (the one before the kill, and the one after it); below it
-// every sample of the last 5 s, each holding every process (MiBs at thousands of processes).
+// (2 s) and a poll after it, and its record takes the last sample read whole before it: a sample
+// is needed while a kill after it, and before the next one, could still be handed over. Each
+// holds every process (MiBs at thousands of processes): no more are kept.
 constexpr std::size_t kRecentSamples = 64;
-constexpr std::int64_t kRecentSpanNs = 5'000'000'000;
+constexpr std::int64_t kHandoverNs = 2'500'000'000;  // the joiner's 2 s wait, and a margin
 constexpr const char* kCountersOnly = "counters only";
 
 }  // namespace
@@ -57,8 +57,13 @@ void IncidentJournal::fly(const Snapshot& snap, const std::map<std::string, std:
 
 void IncidentJournal::keep(std::shared_ptr<const Snapshot> snap) {
   recent_.push_back(std::move(snap));
+  const auto done = [](const Snapshot& s) {
+    return s.completed_monotonic_ns != 0 ? s.completed_monotonic_ns : s.monotonic_time_ns;
+  };
+  // The oldest goes once the next one was done longer ago than any kill can wait to be handed
+  // over (a kill between the two is then recorded already); two are always kept.
   while (recent_.size() > kRecentSamples ||
-         (recent_.size() > 2 && recent_.back()->monotonic_time_ns - recent_.front()->monotonic_time_ns > kRecentSpanNs))
+         (recent_.size() > 2 && done(*recent_.back()) - done(*recent_[1]) > kHandoverNs))
     recent_.pop_front();
 }
 

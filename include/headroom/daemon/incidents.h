@@ -65,7 +65,8 @@ class IncidentJournal {
   std::string off_;  // why the journal is off ("" when on)
   FlightRecorder flight_;
   // The kill is reported up to a few seconds after it, when samples of the emptied cgroup have
-  // come in already: the records reach back past the OOM sources' settle time (2 s).
+  // come in already: the records reach back past the OOM sources' settle time (2 s): every
+  // sample a kill after which could still be handed over, at least two.
   std::deque<std::shared_ptr<const Snapshot>> recent_;
 };
 

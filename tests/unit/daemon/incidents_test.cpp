@@ -93,6 +93,41 @@ TEST(IncidentJournal, ARecordHoldsTheLastSampleReadWholeBeforeTheKill) {
   EXPECT_TRUE(rec["budget"].is_null()) << "no prover budget: none recorded";
 }
 
+// What a kill's record reads, when it is handed over up to the joiner's 2 s wait after the kill.
+double sampledAtOfTheRecord(IncidentJournal& j, const std::string& path, std::int64_t kill_ns) {
+  auto id = j.record(killAt(kill_ns), IncidentFacts{});
+  if (!id || !*id) return -1;
+  auto written = readJournal(path);
+  if (!written || written->records.empty()) return -1;
+  return written->records.back()["cgroup"]["sampled_at"].get<double>();
+}
+
+TEST(IncidentJournal, ASampleIsKeptWhileAKillAfterItCouldStillBeHandedOver) {
+  FixtureTree dir;
+  JournalConfig cfg;
+  cfg.path = dir.root() + "/journal/oom.hrj";
+  constexpr std::int64_t kS = 1'000'000'000;
+  {
+    // 1 s samples: a kill 1.5 s before the newest sample still finds the sample before it;
+    // the samples no kill can still need are not kept (they hold every process).
+    IncidentJournal j;
+    j.configure(cfg);
+    for (std::int64_t t = 0; t <= 10; ++t) j.keep(sample(t * kS, 0, {10, 11}));
+    EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 8 * kS + kS / 2), 1'700'000'008.0);
+    EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 7 * kS + kS / 2), 1'700'000'007.0);
+    // 2.5 s and more before the newest: handed over long ago; the oldest kept is what is left.
+    EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 3 * kS + kS / 2), 1'700'000'007.0);
+  }
+  {
+    // 10 s samples: the two last are kept, the one before the kill among them.
+    IncidentJournal j;
+    j.configure(cfg);
+    for (std::int64_t t = 0; t <= 20; t += 10) j.keep(sample(t * kS, 0, {10, 11}));
+    EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 19 * kS), 1'700'000'010.0);
+    EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 21 * kS), 1'700'000'020.0);
+  }
+}
+
 TEST(IncidentJournal, AJournalThatCannotOpenIsOffAndSaysWhy) {
   FixtureTree dir;
   dir.mkdir("/a-directory");
