@@ -53,32 +53,66 @@ static __always_inline __u64 address_of(const void *p)
 	return a;
 }
 
-/* Since 6.2 each RSS counter is a percpu_counter: `count` plus up to a batch per CPU not yet
- * folded in. The parts go into the record apart from the count; user space adds them, as /proc
- * does since get_mm_counter_sum(). */
-static __always_inline void percpu_parts(struct mm_struct *mm, __s64 out[4])
+/* Each CPU's distance from the per-CPU map's base (its copy's address less the base), the same
+ * for every task: found by the first task that needs them, kept for every later one. */
+#define HR_NO_CPU ((__u64)-1)
+__u64 cpu_off[HR_MAX_CPUS];
+__u32 cpu_offs_found; /* how many CPUs' distances cpu_off holds; 0: not found yet */
+
+static __always_inline __u32 cpu_offsets_found(void)
 {
-	__s32 *parts[4];
-	__u64 base = 0, map = address_of(&cpu_offsets);
+	__u64 base = 0, map;
 	__u32 cpu, zero = 0;
 
+	if (cpu_offs_found)
+		return cpu_offs_found;
+	map = address_of(&cpu_offsets);
 	if (map)
 		bpf_probe_read_kernel(&base, sizeof(base),
 				      (const void *)(map + bpf_core_field_offset(struct bpf_array, pptrs)));
 	if (!base)
+		return 0;
+	for (cpu = 0; cpu < HR_MAX_CPUS && cpu < cfg_nr_cpus; cpu++) {
+		const void *copy = bpf_map_lookup_percpu_elem(&cpu_offsets, &zero, cpu);
+
+		cpu_off[cpu] = copy ? address_of(copy) - base : HR_NO_CPU;
+	}
+	cpu_offs_found = cpu;
+	return cpu;
+}
+
+/* Since 6.2 each RSS counter is a percpu_counter: `count` plus up to a batch per CPU not yet
+ * folded in. The parts go into the record apart from the count; user space adds them, as /proc
+ * does since get_mm_counter_sum(). Since 6.6 the four counters' per-CPU parts lie side by side
+ * (percpu_counter_init_many): one read a CPU then, four before. */
+static __always_inline void percpu_parts(struct mm_struct *mm, __s64 out[4])
+{
+	__s32 *parts[4];
+	__u32 cpu, found = cpu_offsets_found();
+	bool packed;
+
+	if (!found)
 		return;
 	parts[HR_MM_FILEPAGES] = mm->rss_stat[HR_MM_FILEPAGES].counters;
 	parts[HR_MM_ANONPAGES] = mm->rss_stat[HR_MM_ANONPAGES].counters;
 	parts[HR_MM_SWAPENTS] = mm->rss_stat[HR_MM_SWAPENTS].counters;
 	parts[HR_MM_SHMEMPAGES] = mm->rss_stat[HR_MM_SHMEMPAGES].counters;
-	for (cpu = 0; cpu < HR_MAX_CPUS && cpu < cfg_nr_cpus; cpu++) {
-		const void *copy = bpf_map_lookup_percpu_elem(&cpu_offsets, &zero, cpu);
-		__u64 off;
+	packed = (__u64)parts[1] == (__u64)parts[0] + 4 && (__u64)parts[2] == (__u64)parts[0] + 8 &&
+		 (__u64)parts[3] == (__u64)parts[0] + 12;
+	for (cpu = 0; cpu < HR_MAX_CPUS && cpu < found; cpu++) {
+		__u64 off = cpu_off[cpu];
 		int i;
 
-		if (!copy)
+		if (off == HR_NO_CPU)
 			continue;
-		off = address_of(copy) - base;
+		if (packed) {
+			__s32 v[4] = {};
+
+			bpf_probe_read_kernel(v, sizeof(v), (const void *)((__u64)parts[0] + off));
+			for (i = 0; i < 4; i++)
+				out[i] += v[i];
+			continue;
+		}
 		for (i = 0; i < 4; i++) {
 			__s32 v = 0;
 
