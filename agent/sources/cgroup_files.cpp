@@ -43,12 +43,15 @@ Result<std::string> CgroupFileCache::readHeld(Entry& e, const char* name, bool& 
 
 Result<CgroupMemory> CgroupFileCache::read(const CgroupHierarchy& h, std::string_view path) {
   const std::string p = normaliseCgroupPath(path);
-  auto it = entries_.find(p);
+  // Held by directory: should the hierarchy's mapping of paths change (its cgroup namespace root
+  // located late), a path names another directory, opened anew.
+  const std::string where = h.directoryOf(p);
+  auto it = entries_.find(where);
   if (it == entries_.end()) {
     if (held_fds_ >= max_fds_) return h.read(p);  // past the budget: the plain way
     auto dir = h.open(p);
     if (!dir) return dir.error();
-    it = entries_.emplace(p, Entry{std::move(*dir), {}, true}).first;
+    it = entries_.emplace(where, Entry{std::move(*dir), {}, true}).first;
     ++held_fds_;
   }
   Entry& e = it->second;
