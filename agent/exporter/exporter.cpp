@@ -58,6 +58,19 @@ void appendEscaped(std::string& out, std::string_view text, bool label_value) {
   }
 }
 
+// A family's HELP and TYPE lines.
+void appendHeader(std::string& out, const MetricInfo& info) {
+  out += "# HELP ";
+  out += info.name;
+  out += ' ';
+  appendEscaped(out, info.help, false);
+  out += "\n# TYPE ";
+  out += info.name;
+  out += ' ';
+  out += toString(info.type);
+  out += '\n';
+}
+
 // `name{labels} value`: the value as the shortest text that reads back the same double.
 void appendSample(std::string& out, std::string_view name, std::string_view labels, double value) {
   out += name;
@@ -103,15 +116,7 @@ class SeriesSink {
     std::string out;
     out.reserve(added_ * 96 + families_.size() * 160);
     for (const Family* f : order) {
-      out += "# HELP ";
-      out += f->info->name;
-      out += ' ';
-      appendEscaped(out, f->info->help, false);
-      out += "\n# TYPE ";
-      out += f->info->name;
-      out += ' ';
-      out += toString(f->info->type);
-      out += '\n';
+      appendHeader(out, *f->info);
       std::vector<const std::pair<const std::string, double>*> series;
       series.reserve(f->series.size());
       for (const auto& s : f->series) series.push_back(&s);
@@ -613,13 +618,7 @@ std::string Exporter::render(double last_scrape_duration_s) const {
   out.reserve(state_->page.size() + 256);
   out = state_->page;
   if (state_->scrape_slot && info != nullptr) {
-    out += "# HELP ";
-    out += info->name;
-    out += ' ';
-    appendEscaped(out, info->help, false);
-    out += "\n# TYPE ";
-    out += info->name;
-    out += " gauge\n";
+    appendHeader(out, *info);
     appendSample(out, info->name, "", last_scrape_duration_s);
   }
   return out;

@@ -25,29 +25,14 @@ Fd::~Fd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Result<std::string> readAll(int fd, std::string_view display_path) {
-  std::string out;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errnoError(fmt::format("reading {}", display_path));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > kMaxFileBytes)
-      return makeError(EFBIG, fmt::format("reading {}: larger than {} bytes", display_path, kMaxFileBytes));
-  }
-  return out;
-}
-
-Result<std::string> rereadAll(int fd, std::string_view display_path) {
+namespace {
+// The whole file from the descriptor's offset, or from its start (pread) when `from_start`.
+Result<std::string> readWhole(int fd, std::string_view display_path, bool from_start) {
   std::string out;
   char buf[16384];
   off_t at = 0;
   for (;;) {
-    ssize_t n = ::pread(fd, buf, sizeof buf, at);
+    ssize_t n = from_start ? ::pread(fd, buf, sizeof buf, at) : ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errnoError(fmt::format("reading {}", display_path));
@@ -60,6 +45,11 @@ Result<std::string> rereadAll(int fd, std::string_view display_path) {
   }
   return out;
 }
+}  // namespace
+
+Result<std::string> readAll(int fd, std::string_view display_path) { return readWhole(fd, display_path, false); }
+
+Result<std::string> rereadAll(int fd, std::string_view display_path) { return readWhole(fd, display_path, true); }
 
 Result<std::string> Dir::readFile(std::string_view name) const {
   std::string n(name);
