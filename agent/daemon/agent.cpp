@@ -16,7 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
-#include <set>
+#include <iterator>
 
 #include "headroom/daemon/http_api.h"
 #include "headroom/daemon/incidents.h"
@@ -165,7 +165,7 @@ struct Agent::Impl {
   WarnOnce once_;
   std::optional<SelfReportSource> self_src_;
   std::optional<std::uint64_t> self_reported_;  // the prover's word at the last sample
-  std::set<pid_t> cuda_checked_;                // pids whose maps were searched for libcuda
+  std::vector<pid_t> cuda_checked_;             // pids whose maps were searched for libcuda, sorted
   std::vector<std::string> last_missing_;       // watched cgroups missing at the last sample
   std::vector<std::uint64_t> tracked_ids_;      // what the BPF cgroup filter holds
   SensorCounters counter_base_;                 // what sensors stopped by a reload had counted
@@ -407,11 +407,11 @@ void Agent::Impl::sample() {
   once_.clear(kSampling, "sampling works again");
   // CUDA libraries: look in the maps of processes not seen before (bounded by the live set).
   std::vector<pid_t> fresh;
-  std::set<pid_t> live;
-  for (const ProcessSample& p : raw->processes) {
-    live.insert(p.pid);
-    if (!cuda_checked_.count(p.pid)) fresh.push_back(p.pid);
-  }
+  std::vector<pid_t> live;
+  live.reserve(raw->processes.size());
+  for (const ProcessSample& p : raw->processes) live.push_back(p.pid);
+  if (!std::is_sorted(live.begin(), live.end())) std::sort(live.begin(), live.end());  // by pid, as read
+  std::set_difference(live.begin(), live.end(), cuda_checked_.begin(), cuda_checked_.end(), std::back_inserter(fresh));
   cuda_checked_ = std::move(live);
   if (!fresh.empty()) sensors_->discoverCuda(fresh);
   if (!cfg_.cgroups.empty()) {

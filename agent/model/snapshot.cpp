@@ -108,9 +108,12 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     std::vector<std::size_t> within;  // indices into raw.cgroups
   };
   std::unordered_map<std::string, Placement> placements;
+  // The processes of a cgroup mostly come in a row: the last placement is tried first.
+  const std::pair<const std::string, Placement>* last = nullptr;
   auto placementOf = [&](const std::string& path) -> const Placement& {
+    if (last != nullptr && last->first == path) return last->second;
     auto it = placements.find(path);
-    if (it != placements.end()) return it->second;
+    if (it != placements.end()) return (last = &*it)->second;
     Placement pl;
     for (std::size_t ci = 0; ci < raw.cgroups.size(); ++ci) {
       const std::string& w = raw.cgroups[ci].path;
@@ -118,7 +121,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
       pl.within.push_back(ci);
       if (w.size() >= pl.deepest.size()) pl.deepest = w;
     }
-    return placements.emplace(path, std::move(pl)).first->second;
+    return (last = &*placements.emplace(path, std::move(pl)).first)->second;
   };
   std::vector<std::vector<std::size_t>> members(raw.cgroups.size());
 

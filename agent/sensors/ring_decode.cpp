@@ -91,23 +91,19 @@ Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> 
   const std::uint64_t ns_per_tick = 1'000'000'000ULL / ticks_per_second;
   std::vector<KernelProcess> out;
   out.reserve(bytes.size() / kSize);
-  std::unordered_map<pid_t, std::size_t> at;  // tgid -> index in out
-  at.reserve(bytes.size() / kSize);
-  // Threads whose leader comes later (the iterator walks pids in order; a leader's pid is its
-  // first thread's, but a reused tgid's threads may be seen on either side).
-  std::vector<std::pair<pid_t, std::pair<std::uint64_t, std::uint64_t>>> orphans;
+  // The threads' own faults, added to their leaders' once every leader is in (a leader's pid is
+  // its first thread's, but a reused tgid's threads may be seen on either side of it).
+  struct ThreadFaults {
+    pid_t tgid;
+    std::uint64_t minflt, majflt;
+  };
+  std::vector<ThreadFaults> threads;
   for (std::size_t off = 0; off < bytes.size(); off += kSize) {
     hr_task_record r{};
     std::memcpy(&r, bytes.data() + off, kSize);
     const auto tgid = static_cast<pid_t>(r.tgid);
     if ((r.flags & HR_TASK_THREAD) != 0) {
-      auto it = at.find(tgid);
-      if (it == at.end()) {
-        orphans.push_back({tgid, {r.min_flt, r.maj_flt}});
-      } else {
-        out[it->second].minflt += r.min_flt;
-        out[it->second].majflt += r.maj_flt;
-      }
+      threads.push_back({tgid, r.min_flt, r.maj_flt});
       continue;
     }
     KernelProcess k;
@@ -164,14 +160,17 @@ Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> 
         }
       }
     }
-    at[tgid] = out.size();
     out.push_back(std::move(k));
   }
-  for (const auto& [tgid, faults] : orphans) {
-    auto it = at.find(tgid);
-    if (it == at.end()) continue;  // the leader exited between the two: the process is going
-    out[it->second].minflt += faults.first;
-    out[it->second].majflt += faults.second;
+  // The iterator walks tasks by pid: the leaders come sorted (sorted here should a kernel not).
+  const auto byPid = [](const KernelProcess& a, const KernelProcess& b) { return a.pid < b.pid; };
+  if (!std::is_sorted(out.begin(), out.end(), byPid)) std::sort(out.begin(), out.end(), byPid);
+  for (const ThreadFaults& t : threads) {
+    auto it =
+        std::lower_bound(out.begin(), out.end(), t.tgid, [](const KernelProcess& k, pid_t pid) { return k.pid < pid; });
+    if (it == out.end() || it->pid != t.tgid) continue;  // the leader exited between the two: going
+    it->minflt += t.minflt;
+    it->majflt += t.majflt;
   }
   return out;
 }

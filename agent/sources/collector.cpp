@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -117,20 +118,23 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     bool in_scope = false;
   };
   std::unordered_map<std::string, Placement> placed;
+  const std::pair<const std::string, Placement>* last = nullptr;  // a cgroup's processes mostly come in a row
   auto placeOf = [&](const std::string& own) -> const Placement& {
+    if (last != nullptr && last->first == own) return last->second;
     auto it = placed.find(own);
-    if (it != placed.end()) return it->second;
+    if (it != placed.end()) return (last = &*it)->second;
     Placement pl;
     pl.path = mapNsPath(ns, own);
     pl.in_scope = pl.path && (scopes.empty() || std::any_of(scopes.begin(), scopes.end(), [&](const std::string& s) {
                                 return cgroupIsWithin(*pl.path, s);
                               }));
-    return placed.emplace(own, std::move(pl)).first->second;
+    return (last = &*placed.emplace(own, std::move(pl)).first)->second;
   };
   auto ownOf = [version](const ProcCgroups& cg) -> const std::optional<std::string>& {
     return version == 1 ? cg.v1_memory : cg.v2;
   };
-  auto inScope = [&](const ProcCgroups& cg) {
+  // A std::function once, not one built (and allocated) for each process read.
+  const std::function<bool(const ProcCgroups&)> inScope = [&](const ProcCgroups& cg) {
     if (scopes.empty()) return true;
     const auto& own = ownOf(cg);
     return own && placeOf(*own).in_scope;
@@ -148,7 +152,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
         stats.warnings.push_back(r.error.describe());
         return;
     }
-    const auto& own = ownOf(r.sample.cgroups);
+    const auto& own = ownOf(r.cgroups());
     if (!own) {
       ++stats.processes_failed;
       stats.warnings.push_back(fmt::format("pid {} is in no v{} memory cgroup", pid, version));

@@ -54,11 +54,11 @@ std::optional<Error> readSmaps(const Dir& dir, CachedProcess& e, std::uint64_t r
   return std::nullopt;
 }
 
-void fillFromEntry(ProcessSample& s, const CachedProcess& e) {
-  s.cmdline = e.cmdline;
-  s.smaps = e.smaps;
-  s.smaps_read_ns = e.smaps ? e.smaps_read_ns : 0;
-  if (e.cgroups) s.cgroups = *e.cgroups;
+void fillFromEntry(ProcessRead& r, const CachedProcess& e) {
+  r.sample.cmdline = e.cmdline;
+  r.sample.smaps = e.smaps;
+  r.sample.smaps_read_ns = e.smaps ? e.smaps_read_ns : 0;
+  if (e.cgroups) r.cached_cgroups = &*e.cgroups;
 }
 
 }  // namespace
@@ -182,7 +182,7 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
   s.status = *e.status;
   s.status.threads = st->threads;
   s.uid = s.status.uid;
-  fillFromEntry(s, e);
+  fillFromEntry(out, e);
   if (!with_smaps) s.smaps.reset();
   return out;
 }
@@ -256,7 +256,7 @@ ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, Proc
   s.majflt = k.majflt;
   s.status = k.status;
   s.oom_score_adj = k.oom_score_adj;
-  fillFromEntry(s, e);
+  fillFromEntry(out, e);
   if (!with_smaps) s.smaps.reset();
   return out;
 }

@@ -42,7 +42,8 @@ struct DecodedExit {
 std::optional<DecodedExit> decodeExitRecord(std::span<const std::byte> bytes);
 
 // The task iterator's output (hr_task_record after hr_task_record) as processes: each thread's
-// faults added to its process's, kernel threads kept (flagged) so that they can be counted.
+// faults added to its process's, kernel threads kept (flagged) so that they can be counted;
+// the processes by pid (the order the iterator walks tasks in).
 // `ticks_per_second` converts the start time as /proc does (USER_HZ); `page_bytes` the pages.
 // An error for a length that is not a whole number of records (a torn read).
 // `counters`, when given, receives the sensors' counters the records carry (mmap activity, CUDA

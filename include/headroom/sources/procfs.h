@@ -94,6 +94,10 @@ struct ProcessRead {
   ReadOutcome outcome = ReadOutcome::kFailed;
   ProcessSample sample;  // valid when kOk
   Error error;           // when kFailed
+  // The sampler's cache's copy of the process's cgroups (process_cache.h), valid until the
+  // cache's next forget(): a cached read points at it instead of copying it into the sample.
+  const ProcCgroups* cached_cgroups = nullptr;
+  const ProcCgroups& cgroups() const { return cached_cgroups != nullptr ? *cached_cgroups : sample.cgroups; }
 };
 
 // Reads /proc/<pid>/* through one held directory fd, so that a pid reused mid-read fails

@@ -239,10 +239,12 @@ TEST(TaskRecords, AProcessFromItsLeaderAndItsThreads) {
       {kthread, thread(500, 499, 7, 0), leader(500, "cuzk"), thread(500, 501, 40, 1), zombie, thread(900, 901, 5, 5)});
   auto ps = decodeTaskRecords(bytes, 100, kPage);
   ASSERT_TRUE(ps) << ps.error().describe();
-  ASSERT_EQ(ps->size(), 3u) << "kthread, cuzk, zombie; the orphan thread of 900 dropped";
+  ASSERT_EQ(ps->size(), 3u) << "kthread, zombie, cuzk; the orphan thread of 900 dropped";
+  EXPECT_EQ((*ps)[0].pid, 2) << "by pid, whatever order the records came in";
   EXPECT_TRUE((*ps)[0].kernel_thread);
-  EXPECT_TRUE((*ps)[2].kernel_thread) << "a leader without an mm shows no memory, as /proc";
-  const KernelProcess& k = (*ps)[1];
+  EXPECT_EQ((*ps)[1].pid, 77);
+  EXPECT_TRUE((*ps)[1].kernel_thread) << "a leader without an mm shows no memory, as /proc";
+  const KernelProcess& k = (*ps)[2];
   EXPECT_EQ(k.pid, 500);
   EXPECT_FALSE(k.kernel_thread);
   EXPECT_EQ(k.comm, "cuzk");

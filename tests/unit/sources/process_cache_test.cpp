@@ -171,7 +171,7 @@ TEST(KernelProcess, ProcIsReadOnlyForWhatTheSourceLacks) {
   ProcFileReads reads;
   auto r = completeKernelProcess(fs, k, cache, true, 0, {}, reads);
   ASSERT_EQ(r.outcome, ReadOutcome::kOk) << r.error.describe();
-  EXPECT_EQ(r.sample.cgroups.memoryPath(1), "/proving/curio");
+  EXPECT_EQ(r.cgroups().memoryPath(1), "/proving/curio");
   EXPECT_EQ(r.sample.cmdline, "curio run");
   EXPECT_EQ(r.sample.oom_score_adj, -500);
   ASSERT_TRUE(r.sample.smaps);
@@ -187,7 +187,7 @@ TEST(KernelProcess, ProcIsReadOnlyForWhatTheSourceLacks) {
   auto r2 = completeKernelProcess(fs, k2, cache, false, 0, {}, second);
   ASSERT_EQ(r2.outcome, ReadOutcome::kOk) << r2.error.describe();
   EXPECT_EQ(second.cgroup, 0u);
-  EXPECT_EQ(r2.sample.cgroups.memoryPath(1), "/proving/curio");
+  EXPECT_EQ(r2.cgroups().memoryPath(1), "/proving/curio");
   EXPECT_FALSE(r2.sample.smaps) << "not asked for";
 
   // The first again, nothing due: no /proc file at all.
@@ -203,7 +203,7 @@ TEST(KernelProcess, ProcIsReadOnlyForWhatTheSourceLacks) {
   auto r4 = completeKernelProcess(fs, k, cache, false, kSecond, {}, moved);
   ASSERT_EQ(r4.outcome, ReadOutcome::kOk);
   EXPECT_EQ(moved.cgroup, 1u);
-  EXPECT_EQ(r4.sample.cgroups.memoryPath(1), "/proving/other");
+  EXPECT_EQ(r4.cgroups().memoryPath(1), "/proving/other");
 
   // A pid reused between the kernel's read and /proc's: not the process the source saw.
   k.comm = "renamed";  // forces the cmdline read, and with it the identity check
