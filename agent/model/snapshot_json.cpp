@@ -14,7 +14,7 @@ json opt(const std::optional<T>& v) {
 
 json toJson(const StatMap& m) {
   json o = json::object();
-  for (const auto& [k, v] : m.entries()) o[k] = v;
+  for (const auto& [k, v] : m.entries()) o[std::string(k)] = v;
   return o;
 }
 

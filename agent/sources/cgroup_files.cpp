@@ -36,7 +36,7 @@ Result<std::string> CgroupFileCache::readHeld(Entry& e, const char* name, bool& 
     ++held_fds_;
   }
   if (!f->second.valid()) return makeError(ENOENT, fmt::format("opening {}/{}", e.dir.path(), name));
-  auto text = rereadAll(f->second.get(), fmt::format("{}/{}", e.dir.path(), name));
+  auto text = rereadAll(f->second.get(), e.dir.path(), name);
   if (!text) gone = true;  // ENODEV: the cgroup was removed since the file was opened
   return text;
 }

@@ -27,7 +27,9 @@ Fd::~Fd() {
 
 namespace {
 // The whole file from the descriptor's offset, or from its start (pread) when `from_start`.
-Result<std::string> readWhole(int fd, std::string_view display_path, bool from_start) {
+// `path()` names it, in an error only.
+template <typename Path>
+Result<std::string> readWhole(int fd, const Path& path, bool from_start) {
   std::string out;
   char buf[16384];
   off_t at = 0;
@@ -35,21 +37,31 @@ Result<std::string> readWhole(int fd, std::string_view display_path, bool from_s
     ssize_t n = from_start ? ::pread(fd, buf, sizeof buf, at) : ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errnoError(fmt::format("reading {}", display_path));
+      return errnoError(fmt::format("reading {}", path()));
     }
     if (n == 0) break;
     out.append(buf, static_cast<std::size_t>(n));
     at += n;
     if (out.size() > kMaxFileBytes)
-      return makeError(EFBIG, fmt::format("reading {}: larger than {} bytes", display_path, kMaxFileBytes));
+      return makeError(EFBIG, fmt::format("reading {}: larger than {} bytes", path(), kMaxFileBytes));
+    // A file the kernel writes anew for each read (seq_file: a cgroup's files) hands all of
+    // itself that fits to the first read: less than asked, ending a line, is the whole of it,
+    // with no second read to see 0.
+    if (from_start && static_cast<std::size_t>(n) < sizeof buf && buf[n - 1] == '\n') break;
   }
   return out;
 }
 }  // namespace
 
-Result<std::string> readAll(int fd, std::string_view display_path) { return readWhole(fd, display_path, false); }
+Result<std::string> readAll(int fd, std::string_view display_path) {
+  return readWhole(
+      fd, [&] { return display_path; }, false);
+}
 
-Result<std::string> rereadAll(int fd, std::string_view display_path) { return readWhole(fd, display_path, true); }
+Result<std::string> rereadAll(int fd, std::string_view dir_path, std::string_view name) {
+  return readWhole(
+      fd, [&] { return fmt::format("{}/{}", dir_path, name); }, true);
+}
 
 Result<std::string> Dir::readFile(std::string_view name) const {
   std::string n(name);

@@ -217,7 +217,7 @@ void KmsgOomParser::feedLine(std::string_view line) {
       if (f.empty() || f.size() > 2) return;
       auto v = f.size() == 2 ? parseU64(f[1]) : Result<std::uint64_t>(makeError(0, "no value"));
       if (v)
-        r.memcg->stats.set(std::string(f[0]), *v);
+        r.memcg->stats.set(f[0], *v);
       else
         r.memcg->stats_cut = true;
       return;

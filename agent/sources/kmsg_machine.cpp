@@ -37,7 +37,7 @@ void colonPairs(std::string_view line, StatMap& out) {
       key = tok.substr(0, colon);
       value = tok.substr(colon + 1);
     }
-    if (auto v = pagesOrKb(value)) out.set(std::string(key), *v);
+    if (auto v = pagesOrKb(value)) out.set(key, *v);
   }
 }
 

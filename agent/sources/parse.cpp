@@ -1,6 +1,7 @@
 #include "headroom/sources/parse.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <charconv>
 
 #include "headroom/util/text.h"
@@ -16,21 +17,27 @@ Result<std::optional<std::uint64_t>> parseLimit(std::string_view text) {
   return std::optional<std::uint64_t>{*v};
 }
 
-void StatMap::set(std::string key, std::uint64_t value) {
-  for (auto& [k, v] : entries_) {
-    if (k == key) {
-      v = value;
+void StatMap::set(std::string_view key, std::uint64_t value) {
+  for (Slot& s : slots_) {
+    if (keyOf(s) == key) {
+      s.value = value;
       return;
     }
   }
-  entries_.emplace_back(std::move(key), value);
+  slots_.push_back(Slot{static_cast<std::uint32_t>(keys_.size()), static_cast<std::uint32_t>(key.size()), value});
+  keys_ += key;
 }
 
 std::optional<std::uint64_t> StatMap::get(std::string_view key) const {
-  for (const auto& [k, v] : entries_) {
-    if (k == key) return v;
+  for (const Slot& s : slots_) {
+    if (keyOf(s) == key) return s.value;
   }
   return std::nullopt;
+}
+
+void StatMap::reserve(std::size_t entries, std::size_t key_bytes) {
+  slots_.reserve(entries);
+  keys_.reserve(key_bytes);
 }
 
 std::uint64_t StatMap::getOr(std::string_view key, std::uint64_t fallback) const {
@@ -64,24 +71,46 @@ std::vector<std::string_view> splitFields(std::string_view line) {
   return out;
 }
 
+namespace {
+// Each line of `text` (the last without its '\n'), in order, with no vector of them made.
+template <typename F>
+void forEachLine(std::string_view text, F&& f) {
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    f(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+}
+
+// The first field of `line` and what follows it, whitespace around both dropped.
+std::pair<std::string_view, std::string_view> firstField(std::string_view line) {
+  line = trim(line);
+  std::size_t end = 0;
+  while (end < line.size() && !isAsciiSpace(line[end])) ++end;
+  return {line.substr(0, end), trim(line.substr(end))};
+}
+}  // namespace
+
 ParsedStat parseKeyValueLines(std::string_view text) {
   ParsedStat out;
+  out.values.reserve(static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1, text.size());
   // A line cut short (a truncated file: a key with no value, or a value with garbage) is kept
   // aside in `malformed`, never guessed at.
-  for (std::string_view line : splitLines(text)) {
-    if (trim(line).empty()) continue;
-    auto fields = splitFields(line);
-    if (fields.size() != 2) {
-      out.malformed.emplace_back(line);
-      continue;
+  forEachLine(text, [&](std::string_view line) {
+    const auto [key, rest] = firstField(line);
+    if (key.empty()) return;
+    // Exactly two fields, the second a number.
+    std::optional<std::uint64_t> v;
+    if (!rest.empty() && std::none_of(rest.begin(), rest.end(), isAsciiSpace)) {
+      if (auto n = parseU64(rest)) v = *n;
     }
-    auto v = parseU64(fields[1]);
     if (!v) {
       out.malformed.emplace_back(line);
-      continue;
+      return;
     }
-    out.values.set(std::string(fields[0]), *v);
-  }
+    out.values.set(key, *v);
+  });
   return out;
 }
 
@@ -101,7 +130,7 @@ StatMap parseColonKbLines(std::string_view text) {
       if (value > UINT64_MAX / 1024) continue;
       value *= 1024;
     }
-    out.set(std::string(key), value);
+    out.set(key, value);
   }
   return out;
 }

@@ -36,8 +36,9 @@ class Fd {
 // Reads a whole file from an open descriptor (files under /proc and /sys report size 0).
 Result<std::string> readAll(int fd, std::string_view display_path);
 // The same from the file's start whatever the descriptor's offset (pread from 0): a descriptor
-// held between reads of a file the kernel writes anew for each read (cgroup, /proc files).
-Result<std::string> rereadAll(int fd, std::string_view display_path);
+// held between reads of a file the kernel writes anew for each read with seq_file (a cgroup's
+// files), whose first read returns all of it that fits. `dir_path`/`name` name it in errors.
+Result<std::string> rereadAll(int fd, std::string_view dir_path, std::string_view name);
 
 // A directory held open, so that every file read through it comes from the same directory
 // even if the path is removed and recreated meanwhile (openat on the held fd).

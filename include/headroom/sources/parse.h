@@ -2,6 +2,7 @@
 // Every number goes through std::from_chars; "max", empty and truncated values are handled.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,18 +25,66 @@ Result<std::optional<std::uint64_t>> parseLimit(std::string_view text);
 // Ordered "key value" lines, unknown keys kept (memory.stat, memory.events, oom_control).
 class StatMap {
  public:
-  using Entry = std::pair<std::string, std::uint64_t>;
+  using Entry = std::pair<std::string_view, std::uint64_t>;  // the key is a view into the map
 
-  void set(std::string key, std::uint64_t value);
+  void set(std::string_view key, std::uint64_t value);
   std::optional<std::uint64_t> get(std::string_view key) const;
   std::uint64_t getOr(std::string_view key, std::uint64_t fallback = 0) const;
   bool contains(std::string_view key) const { return get(key).has_value(); }
-  const std::vector<Entry>& entries() const { return entries_; }
-  bool empty() const { return entries_.empty(); }
-  std::size_t size() const { return entries_.size(); }
+  bool empty() const { return slots_.empty(); }
+  std::size_t size() const { return slots_.size(); }
+  // Room for `entries` keys of `key_bytes` in all, so that filling the map allocates twice.
+  void reserve(std::size_t entries, std::size_t key_bytes);
+
+  // The entries in the order they were first set, as (key, value) pairs made on the fly.
+  class Entries {
+   public:
+    class Iterator {
+     public:
+      using value_type = Entry;
+      using difference_type = std::ptrdiff_t;
+      Iterator() = default;
+      Iterator(const StatMap* m, std::size_t i) : m_(m), i_(i) {}
+      Entry operator*() const { return m_->entry(i_); }
+      Iterator& operator++() {
+        ++i_;
+        return *this;
+      }
+      Iterator operator++(int) {
+        Iterator was = *this;
+        ++i_;
+        return was;
+      }
+      bool operator==(const Iterator& o) const { return i_ == o.i_; }
+
+     private:
+      const StatMap* m_ = nullptr;
+      std::size_t i_ = 0;
+    };
+    explicit Entries(const StatMap* m) : m_(m) {}
+    Iterator begin() const { return {m_, 0}; }
+    Iterator end() const { return {m_, m_->size()}; }
+    std::size_t size() const { return m_->size(); }
+    Entry operator[](std::size_t i) const { return m_->entry(i); }
+    Entry front() const { return m_->entry(0); }
+
+   private:
+    const StatMap* m_;
+  };
+  Entries entries() const { return Entries(this); }
 
  private:
-  std::vector<Entry> entries_;
+  // Every key in one string, each entry naming its slice: a file's worth of keys is two
+  // allocations, not one per key longer than a short string holds.
+  struct Slot {
+    std::uint32_t at = 0, length = 0;
+    std::uint64_t value = 0;
+  };
+  std::string_view keyOf(const Slot& s) const { return std::string_view(keys_).substr(s.at, s.length); }
+  Entry entry(std::size_t i) const { return {keyOf(slots_[i]), slots_[i].value}; }
+
+  std::string keys_;
+  std::vector<Slot> slots_;
 };
 
 struct ParsedStat {
