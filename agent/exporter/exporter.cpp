@@ -45,16 +45,14 @@ double num(std::uint64_t v) { return static_cast<double>(v); }
 // The exposition's escaping: in label values a backslash, a double quote and a newline; in HELP
 // text a backslash and a newline.
 void appendEscaped(std::string& out, std::string_view text, bool label_value) {
-  for (char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '"' && label_value) {
-      out += "\\\"";
-    } else {
-      out += c;
-    }
+  const std::string_view special = label_value ? std::string_view("\\\n\"") : std::string_view("\\\n");
+  for (;;) {
+    const std::size_t at = text.find_first_of(special);
+    out += text.substr(0, at);  // the plain run before it, at once
+    if (at == std::string_view::npos) return;
+    const char c = text[at];
+    out += c == '\n' ? "\\n" : c == '"' ? "\\\"" : "\\\\";
+    text.remove_prefix(at + 1);
   }
 }
 
@@ -89,10 +87,20 @@ void appendSample(std::string& out, std::string_view name, std::string_view labe
 // Adds series under a budget; what does not fit is counted, not added. In counting mode (a
 // cgroup or process left out by a cap) every series is counted only. Each series is kept as the
 // text of its sample line's labels (the exposition's, label names in order), so that the page
-// is written once per update, straight from these (render() only copies it).
+// is written once per update, straight from these (render() only copies it). The sink lives
+// from one update to the next: a series set again keeps its entry (no allocation), one not set
+// in an update is left off its page and then forgotten, and a family's order by labels is
+// sorted again only when its series came or went.
 class SeriesSink {
  public:
-  explicit SeriesSink(std::size_t budget) : budget_(budget) {}
+  // A new update: every series unset, `budget` series to come.
+  void begin(std::size_t budget) {
+    budget_ = budget;
+    added_ = dropped_ = 0;
+    counting_only_ = false;
+    ++generation_;
+    for (auto& [info, f] : families_) f.set = 0;
+  }
 
   // One series of the family `name`, label values in the catalogue's label order.
   void add(std::string_view name, std::initializer_list<std::string_view> values, double value) {
@@ -105,33 +113,53 @@ class SeriesSink {
   std::size_t added() const { return added_; }
   std::size_t dropped() const { return dropped_; }
 
-  // The exposition text of every series added: families in catalogue order, the series of each
-  // sorted by their labels, so that a page reads (and diffs) the same from one scrape to the
-  // next.
-  std::string text() const {
-    std::vector<const Family*> order;
+  // The exposition text of every series set in this update: families in catalogue order, the
+  // series of each sorted by their labels, so that a page reads (and diffs) the same from one
+  // scrape to the next. Then the series not set are forgotten.
+  std::string text() {
+    std::vector<Family*> order;
     order.reserve(families_.size());
-    for (const auto& [info, f] : families_) order.push_back(&f);
+    for (auto& [info, f] : families_) {
+      if (f.set > 0) order.push_back(&f);
+    }
     std::sort(order.begin(), order.end(), [](const Family* a, const Family* b) { return a->rank < b->rank; });
     std::string out;
-    out.reserve(added_ * 96 + families_.size() * 160);
-    for (const Family* f : order) {
+    out.reserve(added_ * 96 + order.size() * 160);
+    for (Family* f : order) {
+      if (f->set < f->series.size()) {
+        std::erase_if(f->series, [&](const auto& kv) { return kv.second.generation != generation_; });
+        f->sorted.clear();
+      }
+      if (f->sorted.size() != f->series.size()) {
+        f->sorted.clear();
+        for (const auto& kv : f->series) f->sorted.push_back(&kv);
+        std::sort(f->sorted.begin(), f->sorted.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+      }
       appendHeader(out, *f->info);
-      std::vector<const std::pair<const std::string, double>*> series;
-      series.reserve(f->series.size());
-      for (const auto& s : f->series) series.push_back(&s);
-      std::sort(series.begin(), series.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
-      for (const auto* s : series) appendSample(out, f->info->name, s->first, s->second);
+      for (const auto* kv : f->sorted) appendSample(out, f->info->name, kv->first, kv->second.value);
+    }
+    for (auto& [info, f] : families_) {
+      if (f.set == 0 && !f.series.empty()) {
+        f.series.clear();
+        f.sorted.clear();
+      }
     }
     return out;
   }
 
  private:
+  struct Series {
+    double value = 0;
+    std::uint64_t generation = 0;  // the update that last set it
+  };
+  using SeriesMap = std::unordered_map<std::string, Series>;  // label text -> value
   struct Family {
     const MetricInfo* info = nullptr;
-    std::size_t rank = 0;                            // in the catalogue
-    std::vector<std::size_t> label_order;            // label indices by name, as the exposition sorts them
-    std::unordered_map<std::string, double> series;  // label text -> value
+    std::size_t rank = 0;                  // in the catalogue
+    std::vector<std::size_t> label_order;  // label indices by name, as the exposition sorts them
+    SeriesMap series;
+    std::vector<const SeriesMap::value_type*> sorted;  // `series` by label text, while none came or went
+    std::size_t set = 0;                               // series set in this update
   };
 
   void put(std::string_view name, std::initializer_list<std::string_view> values, double value, bool reserved) {
@@ -149,15 +177,27 @@ class SeriesSink {
       labels_ += labels_.empty() ? '{' : ',';
       labels_ += info->labels[i];
       labels_ += "=\"";
-      appendEscaped(labels_, printableText(values.begin()[i]), true);
+      const std::string_view v = values.begin()[i];
+      if (isPrintableAscii(v))
+        appendEscaped(labels_, v, true);
+      else
+        appendEscaped(labels_, printableText(v), true);
       labels_ += '"';
     }
     if (!labels_.empty()) labels_ += '}';
-    auto [it, inserted] = f.series.try_emplace(labels_, value);
-    if (inserted) {
+    auto it = f.series.find(labels_);
+    if (it == f.series.end()) {
+      it = f.series.emplace(labels_, Series{}).first;
+      f.sorted.clear();  // a series came: sorted again
+    }
+    Series& s = it->second;
+    if (s.generation != generation_) {
+      s.generation = generation_;
+      s.value = value;
+      ++f.set;
       ++added_;
     } else if (info->type == MetricType::kGauge) {
-      it->second = value;  // a gauge set twice keeps the last value; a counter is set once per update
+      s.value = value;  // a gauge set twice keeps the last value; a counter is set once per update
     }
   }
 
@@ -175,10 +215,11 @@ class SeriesSink {
     return f;
   }
 
-  std::size_t budget_;
+  std::size_t budget_ = 0;
   std::size_t added_ = 0;
   std::size_t dropped_ = 0;
   bool counting_only_ = false;
+  std::uint64_t generation_ = 0;
   std::unordered_map<const MetricInfo*, Family> families_;
   std::string labels_;  // the series being added, reused
 };
@@ -258,7 +299,8 @@ struct ProcessGroup {
   }
 };
 
-using GroupKey = std::tuple<std::string, Role, std::string>;
+// (cgroup, role, process): views of the snapshot's strings, which outlive the grouping.
+using GroupKey = std::tuple<std::string_view, Role, std::string_view>;
 
 struct ProcessGroups {
   std::vector<ProcessGroup> shown;     // by RSS, largest first
@@ -285,9 +327,9 @@ ProcessGroups groupProcesses(const Snapshot& snap, const std::unordered_set<std:
     std::stable_sort(list.begin(), list.end(), by_rss);
     for (std::size_t i = 0; i < list.size(); ++i) {
       const ProcessGroup& g = *list[i];
-      const std::string process = i < top ? g.process : std::string(kOther);
+      const std::string_view process = i < top ? std::string_view(g.process) : kOther;
       auto [it, inserted] = kept.try_emplace(GroupKey{g.cgroup, g.role, process});
-      if (inserted) it->second = ProcessGroup{.cgroup = g.cgroup, .role = g.role, .process = process};
+      if (inserted) it->second = ProcessGroup{.cgroup = g.cgroup, .role = g.role, .process = std::string(process)};
       it->second.merge(g);
     }
   }
@@ -456,6 +498,10 @@ struct Exporter::State {
   };
   std::optional<Budget> budget;
   std::map<std::pair<std::string, std::string>, double> margin_changes;  // {cgroup, reason}
+  // The series from one update to the next: used by update() alone, under update_mu (not mu_,
+  // so that a scrape never waits for an update).
+  std::mutex update_mu;
+  SeriesSink sink;
 };
 
 void Exporter::recordBudget(const BudgetDecision& d) {
@@ -541,7 +587,9 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
   // No exception (an allocation, a format) may leave the sampling path.
   try {
     const std::size_t reserved = std::min(kReservedSeries, limits.max_series);
-    SeriesSink sink(limits.max_series - reserved);
+    std::lock_guard<std::mutex> updating(state_->update_mu);
+    SeriesSink& sink = state_->sink;
+    sink.begin(limits.max_series - reserved);
 
     // In priority order: what the agent says of itself and its sensors, the host, then the
     // cgroups by usage, then the process groups by RSS. The cap cuts from the end.

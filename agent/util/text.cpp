@@ -2,11 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <ctime>
 
 namespace headroom {
+
+bool isPrintableAscii(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c >= 0x20 && c < 0x7F;
+  });
+}
 
 std::string printableText(std::string_view s) {
   std::string out;

@@ -15,6 +15,9 @@ namespace headroom {
 // is 15 bytes cut anywhere, possibly inside a character; a scraper rejects a whole page for one
 // invalid byte, and XML forbids control characters.
 std::string printableText(std::string_view s);
+// Whether printableText would return `s` unchanged because it is printable ASCII throughout (the
+// common case, told without a copy). False says nothing: printableText decides.
+bool isPrintableAscii(std::string_view s);
 
 // A string quoted and escaped as TOML (and JSON) write one, for messages that repeat what a user
 // gave: "a \"b\"\n"; control characters as \uXXXX.

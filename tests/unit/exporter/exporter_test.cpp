@@ -490,6 +490,32 @@ TEST(ExporterRender, GoneCgroupsAndProcessesLeaveNoSeries) {
   EXPECT_NE(text.find("cgroup=\"/b\""), std::string::npos);
 }
 
+// The exporter keeps its series from one update to the next (no per-update rebuild): what it
+// writes must still be exactly what a fresh exporter writes for the same snapshot, whatever
+// came, went or changed value since, and under a cap that cuts differently each time.
+TEST(ExporterRender, AnUpdateReadsAsAFreshExportersFirst) {
+  Snapshot a = manyProcesses(300);
+  a.cgroups.push_back(syntheticCgroup("/gone", kGiB));
+  Snapshot b = manyProcesses(120);
+  b.cgroups.push_back(syntheticCgroup("/new", 2 * kGiB));
+  b.processes.push_back(syntheticProcess(999, "fresh\ttab", Role::kColocated, "/new", 7 * kMiB));
+  b.cgroups.back().processes.push_back(b.processes.size() - 1);
+  for (std::size_t max : {std::size_t{40}, ExporterLimits{}.max_series}) {
+    ExporterLimits limits;
+    limits.max_series = max;
+    Exporter kept(limits);
+    kept.update(a, {}, {});
+    kept.update(b, {}, {});
+    kept.update(a, {}, {});
+    kept.update(b, {}, {});
+    Exporter fresh(limits);
+    fresh.update(b, {}, {});
+    EXPECT_EQ(kept.render(0.5), fresh.render(0.5)) << "max_series " << max;
+    EXPECT_EQ(kept.seriesCount(), fresh.seriesCount());
+    EXPECT_EQ(kept.seriesDropped(), fresh.seriesDropped());
+  }
+}
+
 TEST(ExporterRender, SameCommSummed) {
   Snapshot s;
   s.cgroups.push_back(syntheticCgroup("/jobs", kGiB));
