@@ -45,15 +45,15 @@ double num(std::uint64_t v) { return static_cast<double>(v); }
 // The exposition's escaping: in label values a backslash, a double quote and a newline; in HELP
 // text a backslash and a newline.
 void appendEscaped(std::string& out, std::string_view text, bool label_value) {
-  const std::string_view special = label_value ? std::string_view("\\\n\"") : std::string_view("\\\n");
-  for (;;) {
-    const std::size_t at = text.find_first_of(special);
-    out += text.substr(0, at);  // the plain run before it, at once
-    if (at == std::string_view::npos) return;
-    const char c = text[at];
+  std::size_t plain = 0;  // the start of the run not yet appended: appended at once
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c != '\\' && c != '\n' && (c != '"' || !label_value)) continue;
+    out.append(text.data() + plain, i - plain);
     out += c == '\n' ? "\\n" : c == '"' ? "\\\"" : "\\\\";
-    text.remove_prefix(at + 1);
+    plain = i + 1;
   }
+  out.append(text.data() + plain, text.size() - plain);
 }
 
 // A family's HELP and TYPE lines.

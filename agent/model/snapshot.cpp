@@ -126,12 +126,16 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   std::vector<std::vector<std::size_t>> members(raw.cgroups.size());
 
   snap->processes.reserve(raw.processes.size());
-  for (auto& p : raw.processes) {
-    ProcessSnapshot ps;
+  for (auto& raw_process : raw.processes) {
+    // Made in place, the sample moved in first: no whole ProcessSnapshot moved per process.
+    const std::size_t index = snap->processes.size();
+    ProcessSnapshot& ps = snap->processes.emplace_back();
+    ps.sample = std::move(raw_process);
+    const ProcessSample& p = ps.sample;
     ps.role = roles.match(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
     const Placement& placed = placementOf(p.memory_cgroup);
     ps.cgroup = placed.deepest;
-    for (std::size_t ci : placed.within) members[ci].push_back(snap->processes.size());
+    for (std::size_t ci : placed.within) members[ci].push_back(index);
     ps.attribution = visibleOf(p);
     if (auto it = sensors.activity.find(p.pid); it != sensors.activity.end()) ps.activity = it->second;
     if (auto it = sensors.gpu.find(p.pid); it != sensors.gpu.end()) {
@@ -149,8 +153,6 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
       ps.attribution.device_bytes = g.device_live;
       ps.attribution.device_peak_bytes = g.device_peak;
     }
-    ps.sample = std::move(p);
-    snap->processes.push_back(std::move(ps));
   }
 
   auto limitOf = [&](const std::string& path) -> const CgroupMemory* {

@@ -194,6 +194,7 @@ SensorReadings Sensors::readings(const std::vector<ProcessSample>& processes) co
     if (carried) {
       auto c = carried->find(p.pid);
       const TaskCounters* tc = c == carried->end() ? nullptr : &c->second;
+      if (tc == nullptr && !rss && !faults) continue;  // nothing counted for it: most processes
       auto a = m.activityOf(p.pid, nullptr, rss, faults);
       if (tc && tc->activity) {
         ProcessActivity merged = *tc->activity;

@@ -141,7 +141,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   };
   std::pair<pid_t, std::string> first_outside;
   // One process's read, whatever the source: counted by outcome, placed in its memory cgroup.
-  auto take = [&](pid_t pid, ProcessRead r) {
+  auto take = [&](pid_t pid, ProcessRead&& r) {
     switch (r.outcome) {
       case ReadOutcome::kOk: break;
       case ReadOutcome::kVanished: ++stats.processes_vanished; return;
