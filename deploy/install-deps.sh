@@ -17,8 +17,9 @@ test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml 
            # the kernel matrix (tests/kernels): Debian's kernels under qemu, a busybox initramfs,
            # and podman for the container scenarios inside the cgroup v2 guests
            qemu-system-x86 busybox-static cpio kmod podman)
-# make bench: the exporters the agent is measured beside (tests/bench/processes.py)
-bench_pkgs=(prometheus-node-exporter prometheus-process-exporter)
+# make bench: the exporters the agent is measured beside (tests/bench/processes.py), and the
+# client library the agent as it was before the task iterator is built with (its baseline)
+bench_pkgs=(prometheus-node-exporter prometheus-process-exporter prometheus-cpp-dev)
 
 # --build-only: what the build needs; --test-only: what the tests need besides (make test installs
 # those while it builds).
