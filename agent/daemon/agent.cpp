@@ -345,8 +345,9 @@ void Agent::Impl::reload() {
 }
 
 void Agent::Impl::updateSelf() {
-  if (auto st = self_fs_.readFile("/proc/self/status")) {
-    if (auto p = parseProcStatus(*st)) self_.rss_bytes = p->vm_rss;
+  if (auto st = self_fs_.readFile("/proc/self/statm")) {
+    static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    if (auto rss = parseStatmResidentBytes(*st, page)) self_.rss_bytes = *rss;
   }
   rusage ru{};
   if (getrusage(RUSAGE_SELF, &ru) == 0) {

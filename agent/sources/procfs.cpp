@@ -63,6 +63,15 @@ Result<SmapsRollup> parseSmapsRollup(std::string_view text) {
   return r;
 }
 
+Result<std::uint64_t> parseStatmResidentBytes(std::string_view text, std::uint64_t page_bytes) {
+  const auto fields = splitFields(text);
+  if (fields.size() < 2) return makeError(0, fmt::format("statm: {} field(s), not 7", fields.size()));
+  auto pages = parseU64(fields[1]);
+  if (!pages) return pages.error().wrap("statm resident");
+  if (page_bytes != 0 && *pages > UINT64_MAX / page_bytes) return makeError(ERANGE, "statm resident: out of range");
+  return *pages * page_bytes;
+}
+
 Result<ProcStat> parseProcStat(std::string_view text) {
   // "pid (comm) state ppid ...": comm may contain spaces and ')', so split at the last ')'.
   auto open = text.find('(');

@@ -52,6 +52,10 @@ struct ProcStat {
 };
 Result<ProcStat> parseProcStat(std::string_view text);
 
+// /proc/<pid>/statm's resident set ("size resident shared text lib data dt", in pages) in bytes:
+// VmRSS without the sixty lines of status around it.
+Result<std::uint64_t> parseStatmResidentBytes(std::string_view text, std::uint64_t page_bytes);
+
 // NUL-separated argv, joined with spaces (trailing NULs dropped).
 std::string parseCmdline(std::string_view text);
 

@@ -57,6 +57,15 @@ TEST(ProcStat, TruncatedOrGarbage) {
   EXPECT_FALSE(parseProcStat(""));
 }
 
+// Hand-made, in the layout of this machine's /proc/self/statm (6.18).
+TEST(Statm, ResidentInBytesAndBadInput) {
+  EXPECT_EQ(parseStatmResidentBytes("6179 1207 1003 214 0 334 0\n", 4096).value(), 1207u * 4096);
+  EXPECT_FALSE(parseStatmResidentBytes("", 4096));
+  EXPECT_FALSE(parseStatmResidentBytes("6179", 4096)) << "truncated after the size";
+  EXPECT_FALSE(parseStatmResidentBytes("6179 12x7 1003", 4096));
+  EXPECT_FALSE(parseStatmResidentBytes("1 18446744073709551615 0", 4096)) << "bytes beyond 64 bits";
+}
+
 TEST(SmapsRollup, PssParts) {
   auto r = parseSmapsRollup(
       "00400000-7ffd ---p 00000000 00:00 0 [rollup]\nRss:   1780 kB\nPss:   771 kB\n"
