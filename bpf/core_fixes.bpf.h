@@ -69,4 +69,24 @@ static __always_inline __u64 task_memory_cgroup_id(struct task_struct *t, bool m
 	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 }
 
+/* The same through plain loads, for a task that is a trusted BTF pointer (an iterator's): each
+ * step a load the verifier guards, not a helper call (five a task on v1). */
+static __always_inline __u64 task_memory_cgroup_id_btf(struct task_struct *t, bool memory_v1)
+{
+	struct css_set *cs = t->cgroups;
+
+	if (memory_v1) {
+		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+		struct cgroup_subsys_state *css;
+
+		if (id < 0 || id >= HR_CGROUP_SUBSYS_MAX)
+			return 0;
+		css = cs->subsys[id];
+		if (!css)
+			return 0;
+		return css->cgroup->kn->id;
+	}
+	return cs->dfl_cgrp->kn->id;
+}
+
 #endif /* HEADROOM_CORE_FIXES_BPF_H */

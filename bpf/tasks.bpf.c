@@ -122,26 +122,6 @@ static __always_inline void percpu_parts(struct mm_struct *mm, __s64 out[4])
 	}
 }
 
-/* task_memory_cgroup_id (core_fixes.bpf.h) through direct loads: the iterator's task is a
- * trusted BTF pointer, so each step is a guarded load, not a helper call (five a task on v1). */
-static __always_inline __u64 memory_cgroup_id(struct task_struct *t)
-{
-	struct css_set *cs = t->cgroups;
-
-	if (cfg_memory_v1) {
-		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
-		struct cgroup_subsys_state *css;
-
-		if (id < 0 || id >= HR_CGROUP_SUBSYS_MAX)
-			return 0;
-		css = cs->subsys[id];
-		if (!css)
-			return 0;
-		return css->cgroup->kn->id;
-	}
-	return cs->dfl_cgrp->kn->id;
-}
-
 SEC("iter/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
@@ -173,7 +153,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	r.ppid = t->real_parent->tgid;
 	r.start_boottime_ns = t->start_boottime;
 	__builtin_memcpy(r.comm, t->comm, sizeof(r.comm));
-	r.cgroup_id = memory_cgroup_id(t);
+	r.cgroup_id = task_memory_cgroup_id_btf(t, cfg_memory_v1);
 	r.uid = t->real_cred->uid.val;
 	r.oom_score_adj = sig->oom_score_adj;
 	r.threads = sig->nr_threads;

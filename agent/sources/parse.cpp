@@ -45,32 +45,6 @@ std::uint64_t StatMap::getOr(std::string_view key, std::uint64_t fallback) const
   return v ? *v : fallback;
 }
 
-std::vector<std::string_view> splitLines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  while (!text.empty()) {
-    auto nl = text.find('\n');
-    if (nl == std::string_view::npos) {
-      lines.push_back(text);
-      break;
-    }
-    lines.push_back(text.substr(0, nl));
-    text.remove_prefix(nl + 1);
-  }
-  return lines;
-}
-
-std::vector<std::string_view> splitFields(std::string_view line) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && isAsciiSpace(line[i])) ++i;
-    std::size_t start = i;
-    while (i < line.size() && !isAsciiSpace(line[i])) ++i;
-    if (i > start) out.push_back(line.substr(start, i - start));
-  }
-  return out;
-}
-
 namespace {
 // Each line of `text` (the last without its '\n'), in order, with no vector of them made.
 template <typename F>
@@ -91,6 +65,24 @@ std::pair<std::string_view, std::string_view> firstField(std::string_view line) 
   return {line.substr(0, end), trim(line.substr(end))};
 }
 }  // namespace
+
+std::vector<std::string_view> splitLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  forEachLine(text, [&](std::string_view line) { lines.push_back(line); });
+  return lines;
+}
+
+std::vector<std::string_view> splitFields(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && isAsciiSpace(line[i])) ++i;
+    std::size_t start = i;
+    while (i < line.size() && !isAsciiSpace(line[i])) ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
 
 ParsedStat parseKeyValueLines(std::string_view text) {
   ParsedStat out;

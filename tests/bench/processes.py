@@ -27,6 +27,8 @@ import threading
 import time
 import urllib.request
 
+import bpf_stats
+
 # The last commit before the task iterator and the sampler's cache: "today" in the issue's terms.
 BASELINE_COMMIT = "de380c8"
 GROUPS = 20
@@ -185,20 +187,16 @@ def measure(cmd, url, seconds, headroom=False):
 def iterator_ns_per_task(seconds=5):
     """The task iterator program's own time per task it was run for, from the kernel's BPF stats
     (switched on for `seconds` after the CPU was measured, so they do not weigh on it)."""
-    def stats():
-        out = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
-                                        check=True).stdout)
-        return sum(p.get("run_time_ns", 0) for p in out if p.get("name") == "dump_tasks"), \
-            sum(p.get("run_cnt", 0) for p in out if p.get("name") == "dump_tasks")
-    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-        f.write("1")
+    def runs():
+        return [p for p in bpf_stats.programs().values() if p.get("name") == "dump_tasks"]
+    was_on = bpf_stats.enabled()
+    bpf_stats.set_enabled(True)
     try:
-        ns0, n0 = stats()
+        ns0, n0 = bpf_stats.totals(runs())
         time.sleep(seconds)
-        ns1, n1 = stats()
+        ns1, n1 = bpf_stats.totals(runs())
     finally:
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write("0")
+        bpf_stats.set_enabled(was_on)
     return (ns1 - ns0) / (n1 - n0) if n1 > n0 else None
 
 

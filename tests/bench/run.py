@@ -26,6 +26,8 @@ import threading
 import time
 import urllib.request
 
+import bpf_stats
+
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build/bench"
 OUT = os.path.join(BUILD, "bench-results.md")
 HEADROOM = os.path.join(BUILD, "headroom")
@@ -48,11 +50,6 @@ BPFTRACE = "tracepoint:exceptions:page_fault_user { @[pid] = count(); }"
 AGENT_SETTLE = 5
 # The fault-path sensors, off in the agent by default (the kernel keeps those counts anyway).
 ALL_ON = ("--sensors.faults", "true", "--sensors.rss", "true")
-
-
-def progs():
-    out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True, check=True).stdout
-    return {p["id"]: p for p in json.loads(out)}
 
 
 def fault_run():
@@ -204,12 +201,12 @@ def probe_vs_memset():
 
 def with_headroom(fn, *extra):
     """The workload under the agent; the statistics of every program the agent loaded."""
-    before = set(progs())
+    before = set(bpf_stats.programs())
     p, _ = start_agent(*extra)
     try:
         time.sleep(AGENT_SETTLE)  # the steady state a prover meets, not the agent's start-up
         result = fn()
-        stats = [v for k, v in progs().items() if k not in before]
+        stats = [v for k, v in bpf_stats.programs().items() if k not in before]
         return result, stats
     finally:
         stop(p)
@@ -222,40 +219,30 @@ def named(stats, *names):
 def with_floor(fn, program):
     """One program of floor.bpf.c alone on the fault tracepoint (empty_fault: what bpf_stats
     charges a program doing nothing; percpu_fault, storage_fault: one building block each)."""
-    before = set(progs())
+    before = set(bpf_stats.programs())
     p = subprocess.Popen([FLOOR, program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
     try:
         wait_for(p, "attached")
         result = fn()
-        stats = [v for k, v in progs().items() if k not in before]
+        stats = [v for k, v in bpf_stats.programs().items() if k not in before]
         return result, stats
     finally:
         stop(p)
 
 
 def with_bpftrace(fn, program=None):
-    before = set(progs())
+    before = set(bpf_stats.programs())
     p = subprocess.Popen(["bpftrace", "-e", program or BPFTRACE], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
     try:
         wait_for(p, "Attaching")
         time.sleep(1.0)
         result = fn()
-        stats = [v for k, v in progs().items() if k not in before and "page_fault" in v.get("name", "")]
+        stats = [v for k, v in bpf_stats.programs().items() if k not in before and "page_fault" in v.get("name", "")]
         return result, stats
     finally:
         stop(p)
-
-
-def per_event(stats):
-    cnt = sum(s.get("run_cnt", 0) for s in stats)
-    ns = sum(s.get("run_time_ns", 0) for s in stats)
-    return (ns / cnt if cnt else float("nan")), cnt
-
-
-def set_stats(on):
-    subprocess.run(["sysctl", "-q", "-w", f"kernel.bpf_stats_enabled={1 if on else 0}"], check=True)
 
 
 def main():
@@ -263,14 +250,13 @@ def main():
         raise SystemExit("bench: needs root (BPF programs, cgroups)")
     if not os.path.exists("/sys/kernel/tracing/events"):
         subprocess.run(["mount", "-t", "tracefs", "tracefs", "/sys/kernel/tracing"], check=False)
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        stats_before = f.read().strip() == "1"
+    stats_before = bpf_stats.enabled()
     times = {"none": [], "headroom": [], "bpftrace": [], "all_on": []}
     pages = 0
     hr_stats, bt_stats, floor_stats, bt_floor_stats = [], [], [], []
     try:
         # Wall time with the kernel's BPF statistics off: they add two clock reads per run.
-        set_stats(False)
+        bpf_stats.set_enabled(False)
         fault_run()  # warm-up
         for _ in range(REPEATS):
             r = fault_run()
@@ -283,7 +269,7 @@ def main():
             r, _ = with_headroom(fault_run, *ALL_ON)
             times["all_on"].append(r["seconds"])
         # Per-program cost, with the statistics on, in runs of their own.
-        set_stats(True)
+        bpf_stats.set_enabled(True)
         # Each program alone on the tracepoint: the first program a tracepoint runs pays the
         # cache misses of the fault path's data, so programs measured together are not comparable.
         for _ in range(2):
@@ -297,17 +283,17 @@ def main():
             _, s = with_bpftrace(fault_run)
             bt_stats += s
     finally:
-        set_stats(stats_before)
+        bpf_stats.set_enabled(stats_before)
     med = {k: statistics.median(v) for k, v in times.items()}
-    hr_ns, hr_cnt = per_event(named(hr_stats, "count_fault"))
-    rss_ns, rss_cnt = per_event(named(hr_stats, "rss_stat_new", "rss_stat_old"))
+    hr_ns, hr_cnt = bpf_stats.per_run(named(hr_stats, "count_fault"))
+    rss_ns, rss_cnt = bpf_stats.per_run(named(hr_stats, "rss_stat_new", "rss_stat_old"))
     # Everything headroom's programs did during the fault runs, per fault (2 runs of `pages`).
     all_ns = sum(s.get("run_time_ns", 0) for s in hr_stats) / (2 * pages)
-    bt_ns, bt_cnt = per_event(bt_stats)
-    floor_ns, _ = per_event(named(floor_stats, "empty_fault"))
-    percpu_ns, _ = per_event(named(floor_stats, "percpu_fault"))
-    storage_ns, _ = per_event(named(floor_stats, "storage_fault"))
-    bt_floor_ns, _ = per_event(bt_floor_stats)
+    bt_ns, bt_cnt = bpf_stats.per_run(bt_stats)
+    floor_ns, _ = bpf_stats.per_run(named(floor_stats, "empty_fault"))
+    percpu_ns, _ = bpf_stats.per_run(named(floor_stats, "percpu_fault"))
+    storage_ns, _ = bpf_stats.per_run(named(floor_stats, "storage_fault"))
+    bt_floor_ns, _ = bpf_stats.per_run(bt_floor_stats)
     hr_net, bt_net = hr_ns - floor_ns, bt_ns - bt_floor_ns
     oom = json.loads(subprocess.run([OOM, WORKLOAD, "5"], capture_output=True, text=True, check=True).stdout)
     fp = agent_footprint(FOOTPRINT_SECONDS)
