@@ -104,24 +104,30 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   // subtree of every watched cgroup that holds it: worked out once per cgroup the processes are
   // in (a few), not once per process.
   struct Placement {
-    std::string deepest;
+    SharedString deepest;             // shared by its processes' snapshots
     std::vector<std::size_t> within;  // indices into raw.cgroups
   };
   std::unordered_map<std::string, Placement> placements;
-  // The processes of a cgroup mostly come in a row: the last placement is tried first.
-  const std::pair<const std::string, Placement>* last = nullptr;
-  auto placementOf = [&](const std::string& path) -> const Placement& {
-    if (last != nullptr && last->first == path) return last->second;
+  std::vector<SharedString> watched;  // one path for all the processes attributed to it
+  watched.reserve(raw.cgroups.size());
+  for (const CgroupMemory& cg : raw.cgroups) watched.emplace_back(cg.path);
+  // The processes of a cgroup mostly come in a row, naming it with the same shared path: the
+  // last placement is tried first.
+  SharedString last_path;
+  const Placement* last = nullptr;
+  auto placementOf = [&](const SharedString& path) -> const Placement& {
+    if (last != nullptr && last_path == path) return *last;
+    last_path = path;
     auto it = placements.find(path);
-    if (it != placements.end()) return (last = &*it)->second;
+    if (it != placements.end()) return *(last = &it->second);
     Placement pl;
     for (std::size_t ci = 0; ci < raw.cgroups.size(); ++ci) {
       const std::string& w = raw.cgroups[ci].path;
       if (!cgroupIsWithin(path, w)) continue;
       pl.within.push_back(ci);
-      if (w.size() >= pl.deepest.size()) pl.deepest = w;
+      if (w.size() >= pl.deepest.size()) pl.deepest = watched[ci];
     }
-    return (last = &*placements.emplace(path, std::move(pl)).first)->second;
+    return *(last = &placements.emplace(path, std::move(pl)).first->second);
   };
   std::vector<std::vector<std::size_t>> members(raw.cgroups.size());
 

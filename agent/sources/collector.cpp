@@ -114,7 +114,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   // Each memory cgroup a process names, placed once a sample: its path under the mount (or
   // nothing: another namespace's), and whether it is in scope. Most processes share a few.
   struct Placement {
-    std::optional<std::string> path;
+    std::optional<SharedString> path;  // shared by the samples of its processes
     bool in_scope = false;
   };
   std::unordered_map<std::string, Placement> placed;
@@ -124,7 +124,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     auto it = placed.find(own);
     if (it != placed.end()) return (last = &*it)->second;
     Placement pl;
-    pl.path = mapNsPath(ns, own);
+    if (auto path = mapNsPath(ns, own)) pl.path = SharedString(std::move(*path));
     pl.in_scope = pl.path && (scopes.empty() || std::any_of(scopes.begin(), scopes.end(), [&](const std::string& s) {
                                 return cgroupIsWithin(*pl.path, s);
                               }));

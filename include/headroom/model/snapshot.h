@@ -17,6 +17,7 @@
 #include "headroom/sources/collector.h"
 #include "headroom/sources/oom_report.h"
 #include "headroom/sources/procfs.h"
+#include "headroom/util/shared_string.h"
 
 namespace headroom {
 
@@ -94,7 +95,7 @@ struct ProcessAttribution {
 struct ProcessSnapshot {
   ProcessSample sample;
   Role role = Role::kSystem;
-  std::string cgroup;  // the watched cgroup it is attributed to (its own, or nearest ancestor)
+  SharedString cgroup;  // the watched cgroup it is attributed to (its own, or nearest ancestor)
   ProcessAttribution attribution;
   std::optional<ProcessActivity> activity;  // from the BPF sensors, when they run
 };

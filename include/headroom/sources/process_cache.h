@@ -22,6 +22,7 @@
 #include "headroom/sources/fs_root.h"
 #include "headroom/sources/procfs.h"
 #include "headroom/util/result.h"
+#include "headroom/util/shared_string.h"
 
 namespace headroom {
 
@@ -56,7 +57,7 @@ struct PssPolicy {
 struct CachedProcess {
   std::uint64_t start_time_ticks = 0;
   std::string comm;  // the comm the cmdline was read under: a new one (exec) reads it again
-  std::string cmdline;
+  SharedString cmdline;
   bool cmdline_read = false;
   std::uint64_t cgroup_id = 0;  // kernel source: the id `cgroups` was read for
   std::optional<ProcCgroups> cgroups;

@@ -15,6 +15,7 @@
 #include "headroom/sources/fs_root.h"
 #include "headroom/sources/parse.h"
 #include "headroom/util/result.h"
+#include "headroom/util/shared_string.h"
 
 namespace headroom {
 
@@ -80,7 +81,7 @@ struct ProcessSample {
   pid_t ppid = 0;
   uid_t uid = 0;
   std::string comm;
-  std::string cmdline;
+  SharedString cmdline;  // read once per program: shared by every sample of it
   ProcStatus status;
   std::optional<SmapsRollup> smaps;  // nullopt when unreadable (another user's, no CAP_SYS_PTRACE)
   // CLOCK_MONOTONIC when `smaps` was read: a long-running sampler re-reads PSS only when due
@@ -88,8 +89,8 @@ struct ProcessSample {
   std::int64_t smaps_read_ns = 0;
   std::optional<int> oom_score_adj;  // when the source reads it (the task iterator)
   std::uint64_t minflt = 0, majflt = 0;
-  ProcCgroups cgroups;        // as /proc/<pid>/cgroup shows them (the collector empties it once placed)
-  std::string memory_cgroup;  // the memory cgroup, relative to the hierarchy's mount (collector)
+  ProcCgroups cgroups;         // as /proc/<pid>/cgroup shows them (the collector empties it once placed)
+  SharedString memory_cgroup;  // the memory cgroup, relative to the hierarchy's mount (collector)
 };
 
 enum class ReadOutcome { kOk, kVanished, kKernelThread, kSkipped, kFailed };
