@@ -189,16 +189,17 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     if (tasks) {
       listed = true;
       stats.process_source = opts.source->name();
-      bool saw_init = false;
+      // Some kernels' task iterator never visits the first task of the namespace (pid 1 here,
+      // on 6.18): it is read from /proc when the kernel has it, first, so that the processes
+      // stay in pid order.
+      const bool saw_init =
+          std::any_of(tasks->begin(), tasks->end(), [](const KernelProcess& k) { return k.pid == 1; });
+      if (!saw_init && fs_->exists("/proc/1/stat") && !full())
+        take(1, readProcessCached(*fs_, 1, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads));
       for (const KernelProcess& k : *tasks) {
-        saw_init |= k.pid == 1;
         if (full()) continue;
         take(k.pid, completeKernelProcess(*fs_, k, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads));
       }
-      // Some kernels' task iterator never visits the first task of the namespace (pid 1 here,
-      // on 6.18): it is read from /proc when the kernel has it.
-      if (!saw_init && fs_->exists("/proc/1/stat") && !full())
-        take(1, readProcessCached(*fs_, 1, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads));
     } else {
       stats.warnings.push_back(
           tasks.error()
