@@ -108,22 +108,25 @@ ParsedStat parseKeyValueLines(std::string_view text) {
 
 StatMap parseColonKbLines(std::string_view text) {
   StatMap out;
-  for (std::string_view line : splitLines(text)) {
+  out.reserve(static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1, text.size());
+  // No vector per line: /proc/meminfo each sample, a process's status when it changed.
+  forEachLine(text, [&](std::string_view line) {
     auto colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) continue;
+    if (colon == std::string_view::npos || colon == 0) return;
     std::string_view key = trim(line.substr(0, colon));
-    auto fields = splitFields(line.substr(colon + 1));
-    if (fields.empty() || fields.size() > 2) continue;
-    auto v = parseU64(fields[0]);
-    if (!v) continue;
+    const auto [number, unit_and_more] = firstField(line.substr(colon + 1));
+    const auto [unit, more] = firstField(unit_and_more);
+    if (number.empty() || !more.empty()) return;  // one number, maybe a unit, nothing else
+    auto v = parseU64(number);
+    if (!v) return;
     std::uint64_t value = *v;
-    if (fields.size() == 2) {
-      if (fields[1] != "kB") continue;
-      if (value > UINT64_MAX / 1024) continue;
+    if (!unit.empty()) {
+      if (unit != "kB") return;
+      if (value > UINT64_MAX / 1024) return;
       value *= 1024;
     }
     out.set(key, value);
-  }
+  });
   return out;
 }
 

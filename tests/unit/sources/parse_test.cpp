@@ -61,6 +61,17 @@ TEST(ParseColonKbLines, ConvertsKbAndKeepsCounts) {
   EXPECT_FALSE(m.contains("Bad")) << "an unknown unit is not guessed at";
 }
 
+TEST(ParseColonKbLines, OddLinesAreLeftOut) {
+  // Hand-made: more than a number and a unit, no value, no key, a fraction, no final newline.
+  auto m = parseColonKbLines("Three:\t1 kB more\nNoValue:\n:5\nSigQ:\t0/95430\n  Spaced  :  7  kB  \nLast:\t9");
+  EXPECT_FALSE(m.contains("Three"));
+  EXPECT_FALSE(m.contains("NoValue"));
+  EXPECT_FALSE(m.contains(""));
+  EXPECT_FALSE(m.contains("SigQ"));
+  EXPECT_EQ(m.get("Spaced").value(), 7u * 1024);
+  EXPECT_EQ(m.get("Last").value(), 9u);
+}
+
 TEST(ParsePsi, SomeAndFull) {
   auto p = parsePsi(
       "some avg10=1.50 avg60=0.75 avg300=0.10 total=123456\nfull avg10=0.50 avg60=0.25 avg300=0.05 total=65432\n");
