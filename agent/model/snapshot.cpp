@@ -44,13 +44,25 @@ ProcessAttribution visibleOf(const ProcessSample& p) {
   return a;
 }
 
-// A process's share of its cgroup's invisible overhead: its own page tables (exact), kernel
-// stacks by its share of the threads, the rest of the kernel's charge by its share of PSS.
-// Unmapped shmem belongs to nobody's mapping and is given to no process.
-void shareOverhead(ProcessAttribution& pa, const ProcessSample& p, const Attribution& cg_attr, std::uint64_t cg_threads,
-                   std::uint64_t cg_pss) {
-  std::uint64_t stacks = cg_attr.bytesOf(PartKind::kKernelStack).value_or(0);
-  std::uint64_t rest = 0;
+// `total` × `mine` / `all`, rounded down, exact: in 128 bits, not x87's long double (which
+// changes the FPU's rounding mode around each conversion back: the sample's hottest code once).
+std::uint64_t shareOf(std::uint64_t total, std::uint64_t mine, std::uint64_t all) {
+  if (all == 0) return 0;
+  if (mine >= all) return total;
+  __extension__ typedef unsigned __int128 Wide;  // NOLINT(modernize-use-using): __extension__ needs typedef
+  return static_cast<std::uint64_t>(static_cast<Wide>(total) * mine / all);
+}
+
+// A cgroup's invisible overhead, to be shared among the processes attributed to it.
+struct Overhead {
+  std::uint64_t stacks = 0;  // kernel stacks: by thread share
+  std::uint64_t rest = 0;    // the rest of the kernel's charge: by PSS share
+  std::uint64_t threads = 0, pss = 0;
+};
+
+Overhead overheadOf(const Attribution& cg_attr) {
+  Overhead o;
+  o.stacks = cg_attr.bytesOf(PartKind::kKernelStack).value_or(0);
   for (const Part& part : cg_attr.parts) {
     switch (part.kind) {
       case PartKind::kSlabReclaimable:
@@ -59,15 +71,19 @@ void shareOverhead(ProcessAttribution& pa, const ProcessSample& p, const Attribu
       case PartKind::kPercpu:
       case PartKind::kZswap:
       case PartKind::kSecPageTables:
-      case PartKind::kKernelOther: rest += part.bytes; break;
+      case PartKind::kKernelOther: o.rest += part.bytes; break;
       default: break;
     }
   }
-  auto share = [](std::uint64_t total, std::uint64_t mine, std::uint64_t all) -> std::uint64_t {
-    if (all == 0) return 0;
-    return static_cast<std::uint64_t>(static_cast<long double>(total) * mine / all);
-  };
-  pa.overhead_share = p.status.vm_pte + share(stacks, p.status.threads, cg_threads) + share(rest, pssOrRss(p), cg_pss);
+  return o;
+}
+
+// A process's share of its cgroup's invisible overhead: its own page tables (exact), kernel
+// stacks by its share of the threads, the rest of the kernel's charge by its share of PSS.
+// Unmapped shmem belongs to nobody's mapping and is given to no process.
+void shareOverhead(ProcessAttribution& pa, const ProcessSample& p, const Overhead& cg) {
+  pa.overhead_share =
+      p.status.vm_pte + shareOf(cg.stacks, p.status.threads, cg.threads) + shareOf(cg.rest, pssOrRss(p), cg.pss);
   pa.overhead_rule = p.smaps ? "own VmPTE + kernel stacks by thread share + other kernel memory by PSS share"
                              : "own VmPTE + kernel stacks by thread share + other kernel memory by RSS share (no PSS)";
 }
@@ -180,6 +196,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
   }
 
+  std::vector<std::pair<std::uint64_t, std::size_t>> by_pss;
   for (std::size_t ci = 0; ci < raw.cgroups.size(); ++ci) {
     CgroupMemory& cg = raw.cgroups[ci];
     CgroupSnapshot cs;
@@ -194,23 +211,29 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     cs.bounds.push_back(Bound{"host", mi.mem_total, mi.mem_total - std::min(mi.mem_total, mi.mem_available), 0});
     cs.tightest = *std::min_element(cs.bounds.begin(), cs.bounds.end(),
                                     [](const Bound& x, const Bound& y) { return x.room() < y.room(); });
-    std::sort(cs.processes.begin(), cs.processes.end(), [&](std::size_t x, std::size_t y) {
-      return pssOrRss(snap->processes[x].sample) > pssOrRss(snap->processes[y].sample);
+    // By PSS, largest first: sorted on the figures beside their indices (no process looked up
+    // in each comparison), ties in pid order as read.
+    by_pss.clear();
+    for (std::size_t i : cs.processes) by_pss.emplace_back(pssOrRss(snap->processes[i].sample), i);
+    std::sort(by_pss.begin(), by_pss.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
     });
+    for (std::size_t k = 0; k < by_pss.size(); ++k) cs.processes[k] = by_pss[k].second;
     cs.memory = std::move(cg);
     snap->cgroups.push_back(std::move(cs));
   }
 
   // Overhead shares, against the cgroup each process is attributed to.
-  for (const CgroupSnapshot& cs : snap->cgroups) {
-    std::uint64_t threads = 0, pss = 0;
+  for (std::size_t ci = 0; ci < snap->cgroups.size(); ++ci) {
+    const CgroupSnapshot& cs = snap->cgroups[ci];
+    Overhead overhead = overheadOf(cs.attribution);
     for (std::size_t i : cs.processes) {
-      threads += snap->processes[i].sample.status.threads;
-      pss += pssOrRss(snap->processes[i].sample);
+      overhead.threads += snap->processes[i].sample.status.threads;
+      overhead.pss += pssOrRss(snap->processes[i].sample);
     }
     for (std::size_t i : cs.processes) {
       ProcessSnapshot& ps = snap->processes[i];
-      if (ps.cgroup == cs.memory.path) shareOverhead(ps.attribution, ps.sample, cs.attribution, threads, pss);
+      if (ps.cgroup == watched[ci]) shareOverhead(ps.attribution, ps.sample, overhead);
     }
   }
 
