@@ -313,11 +313,20 @@ struct ProcessGroups {
 ProcessGroups groupProcesses(const Snapshot& snap, const std::unordered_set<std::string_view>& left_out_cgroups,
                              std::size_t top) {
   std::map<GroupKey, ProcessGroup> groups, left_out;
+  // A cgroup's processes, and a program's, mostly come in a row: the previous process's group
+  // is tried first (the snapshot shares one path among a cgroup's processes: no byte compared).
+  const ProcessSnapshot* previous = nullptr;
+  ProcessGroup* group = nullptr;
   for (const ProcessSnapshot& p : snap.processes) {
-    auto& into = left_out_cgroups.contains(p.cgroup) ? left_out : groups;
-    auto [it, inserted] = into.try_emplace(GroupKey{p.cgroup, p.role, p.sample.comm});
-    if (inserted) it->second = ProcessGroup{.cgroup = p.cgroup, .role = p.role, .process = p.sample.comm};
-    it->second.add(p);
+    if (previous == nullptr || !p.cgroup.sharesWith(previous->cgroup) || p.role != previous->role ||
+        p.sample.comm != previous->sample.comm) {
+      auto& into = left_out_cgroups.contains(p.cgroup) ? left_out : groups;
+      auto [it, inserted] = into.try_emplace(GroupKey{p.cgroup, p.role, p.sample.comm});
+      if (inserted) it->second = ProcessGroup{.cgroup = p.cgroup, .role = p.role, .process = p.sample.comm};
+      group = &it->second;
+    }
+    group->add(p);
+    previous = &p;
   }
   const auto by_rss = [](const ProcessGroup* a, const ProcessGroup* b) { return a->rss > b->rss; };
   std::map<Role, std::vector<const ProcessGroup*>> by_role;
