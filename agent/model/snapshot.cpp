@@ -145,19 +145,19 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
     return *(last = &placements.emplace(path, std::move(pl)).first->second);
   };
-  std::vector<std::vector<std::size_t>> members(raw.cgroups.size());
+  std::vector<const Placement*> placed_at;  // each process's, by index
+  placed_at.reserve(raw.processes.size());
 
   snap->processes.reserve(raw.processes.size());
   for (auto& raw_process : raw.processes) {
     // Made in place, the sample moved in first: no whole ProcessSnapshot moved per process.
-    const std::size_t index = snap->processes.size();
     ProcessSnapshot& ps = snap->processes.emplace_back();
     ps.sample = std::move(raw_process);
     const ProcessSample& p = ps.sample;
     ps.role = roles.match(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
     const Placement& placed = placementOf(p.memory_cgroup);
     ps.cgroup = placed.deepest;
-    for (std::size_t ci : placed.within) members[ci].push_back(index);
+    placed_at.push_back(&placed);
     ps.attribution = visibleOf(p);
     if (auto it = sensors.activity.find(p.pid); it != sensors.activity.end()) ps.activity = it->second;
     if (auto it = sensors.gpu.find(p.pid); it != sensors.gpu.end()) {
@@ -196,7 +196,18 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
   }
 
+  // Each watched cgroup's processes by PSS, largest first, ties in pid order as read: one sort of
+  // every process (on the figures beside their indices), dealt out to the cgroups in that order.
   std::vector<std::pair<std::uint64_t, std::size_t>> by_pss;
+  by_pss.reserve(snap->processes.size());
+  for (std::size_t i = 0; i < snap->processes.size(); ++i) by_pss.emplace_back(pssOrRss(snap->processes[i].sample), i);
+  std::sort(by_pss.begin(), by_pss.end(),
+            [](const auto& x, const auto& y) { return x.first != y.first ? x.first > y.first : x.second < y.second; });
+  std::vector<std::vector<std::size_t>> members(raw.cgroups.size());
+  for (const auto& [pss, i] : by_pss) {
+    for (std::size_t ci : placed_at[i]->within) members[ci].push_back(i);
+  }
+
   for (std::size_t ci = 0; ci < raw.cgroups.size(); ++ci) {
     CgroupMemory& cg = raw.cgroups[ci];
     CgroupSnapshot cs;
@@ -211,14 +222,6 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     cs.bounds.push_back(Bound{"host", mi.mem_total, mi.mem_total - std::min(mi.mem_total, mi.mem_available), 0});
     cs.tightest = *std::min_element(cs.bounds.begin(), cs.bounds.end(),
                                     [](const Bound& x, const Bound& y) { return x.room() < y.room(); });
-    // By PSS, largest first: sorted on the figures beside their indices (no process looked up
-    // in each comparison), ties in pid order as read.
-    by_pss.clear();
-    for (std::size_t i : cs.processes) by_pss.emplace_back(pssOrRss(snap->processes[i].sample), i);
-    std::sort(by_pss.begin(), by_pss.end(), [](const auto& x, const auto& y) {
-      return x.first != y.first ? x.first > y.first : x.second < y.second;
-    });
-    for (std::size_t k = 0; k < by_pss.size(); ++k) cs.processes[k] = by_pss[k].second;
     cs.memory = std::move(cg);
     snap->cgroups.push_back(std::move(cs));
   }
