@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "headroom/sources/cgroup.h"
 
 namespace headroom {
@@ -68,21 +70,36 @@ Result<RoleRule> parseRoleRule(std::string_view spec) {
   return r;
 }
 
-Role RoleMatcher::match(pid_t pid, pid_t self_pid, std::string_view comm, std::string_view cmdline,
-                        std::string_view cgroup) const {
+namespace {
+bool searchCmdline(const RoleRule& r, std::string_view cmdline) {
+  try {
+    return std::regex_search(cmdline.begin(), cmdline.end(), r.regex);
+  } catch (const std::regex_error&) {
+    // A pathological command line can exhaust the regex engine: no match, never a throw on
+    // the sampling path.
+    return false;
+  }
+}
+}  // namespace
+
+RoleMatcher::RoleMatcher(std::vector<RoleRule> rules, Role fallback) : rules_(std::move(rules)), fallback_(fallback) {
+  const auto cmdline_rules =
+      std::count_if(rules_.begin(), rules_.end(), [](const RoleRule& r) { return r.kind == RoleRule::Kind::kCmdline; });
+  if (cmdline_rules > 0 && cmdline_rules <= 64) memo_ = std::make_shared<Memo>();
+}
+
+template <typename CmdlineMatches>
+Role RoleMatcher::decide(pid_t pid, pid_t self_pid, std::string_view comm, std::string_view cgroup,
+                         CmdlineMatches&& cmdline_matches) const {
   if (pid == self_pid && self_pid != 0) return Role::kSelf;
+  std::size_t k = 0;  // the cmdline rule's index among the cmdline rules
   for (const RoleRule& r : rules_) {
     switch (r.kind) {
       case RoleRule::Kind::kComm:
         if (comm == r.pattern) return r.role;
         break;
       case RoleRule::Kind::kCmdline:
-        try {
-          if (std::regex_search(cmdline.begin(), cmdline.end(), r.regex)) return r.role;
-        } catch (const std::regex_error&) {
-          // A pathological command line can exhaust the regex engine: no match, never a throw
-          // on the sampling path.
-        }
+        if (cmdline_matches(k++, r)) return r.role;
         break;
       case RoleRule::Kind::kCgroup:
         if (cgroupIsWithin(cgroup, r.pattern)) return r.role;
@@ -90,6 +107,42 @@ Role RoleMatcher::match(pid_t pid, pid_t self_pid, std::string_view comm, std::s
     }
   }
   return fallback_;
+}
+
+Role RoleMatcher::match(pid_t pid, pid_t self_pid, std::string_view comm, std::string_view cmdline,
+                        std::string_view cgroup) const {
+  return decide(pid, self_pid, comm, cgroup, [&](std::size_t, const RoleRule& r) { return searchCmdline(r, cmdline); });
+}
+
+std::uint64_t RoleMatcher::cmdlineVerdicts(const SharedString& cmdline) const {
+  std::lock_guard lock(memo_->mu);
+  auto& memo = memo_->by_cmdline;
+  if (auto it = memo.find(cmdline.identity()); it != memo.end() && !it->second.cmdline.expired())
+    return it->second.matched;
+  std::uint64_t matched = 0;
+  std::size_t k = 0;
+  for (const RoleRule& r : rules_) {
+    if (r.kind != RoleRule::Kind::kCmdline) continue;
+    if (searchCmdline(r, cmdline)) matched |= std::uint64_t{1} << k;
+    ++k;
+  }
+  if (memo.size() >= kMemoEntries) {
+    std::erase_if(memo, [](const auto& e) { return e.second.cmdline.expired(); });
+    if (memo.size() >= kMemoEntries) memo.clear();
+  }
+  memo.insert_or_assign(cmdline.identity(), Verdicts{cmdline.watch(), matched});
+  return matched;
+}
+
+Role RoleMatcher::matchSampled(pid_t pid, pid_t self_pid, std::string_view comm, const SharedString& cmdline,
+                               std::string_view cgroup) const {
+  if (!memo_ || cmdline.empty()) return match(pid, self_pid, comm, cmdline, cgroup);
+  if (pid == self_pid && self_pid != 0) return Role::kSelf;
+  std::optional<std::uint64_t> verdicts;  // asked only when a cmdline rule is reached
+  return decide(pid, self_pid, comm, cgroup, [&](std::size_t k, const RoleRule&) {
+    if (!verdicts) verdicts = cmdlineVerdicts(cmdline);
+    return ((*verdicts >> k) & 1U) != 0;
+  });
 }
 
 }  // namespace headroom

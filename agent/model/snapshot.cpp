@@ -154,7 +154,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     ProcessSnapshot& ps = snap->processes.emplace_back();
     ps.sample = std::move(raw_process);
     const ProcessSample& p = ps.sample;
-    ps.role = roles.match(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
+    ps.role = roles.matchSampled(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
     const Placement& placed = placementOf(p.memory_cgroup);
     ps.cgroup = placed.deepest;
     placed_at.push_back(&placed);

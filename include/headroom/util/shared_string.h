@@ -29,6 +29,10 @@ class SharedString {
   bool empty() const { return !text_; }
   // Whether both name the same buffer: equal without comparing a byte.
   bool sharesWith(const SharedString& o) const { return text_ == o.text_; }
+  // The buffer, watched without being kept: for a memo keyed by it (a buffer watched cannot
+  // be reused for another string while the watch lasts, so the key stays unambiguous).
+  std::weak_ptr<const std::string> watch() const { return text_; }
+  const void* identity() const { return text_.get(); }
 
   friend bool operator==(const SharedString& a, const SharedString& b) {
     return a.text_ == b.text_ || a.str() == b.str();
