@@ -17,27 +17,56 @@ Result<std::optional<std::uint64_t>> parseLimit(std::string_view text) {
   return std::optional<std::uint64_t>{*v};
 }
 
+namespace {
+// FNV-1a: keys are a few dozen bytes of ASCII.
+std::size_t hashKey(std::string_view key) {
+  std::uint64_t h = 14695981039346656037ULL;
+  for (char c : key) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return static_cast<std::size_t>(h);
+}
+}  // namespace
+
+std::size_t StatMap::probe(std::string_view key) const {
+  const std::size_t mask = table_.size() - 1;
+  for (std::size_t i = hashKey(key) & mask;; i = (i + 1) & mask) {
+    const std::uint32_t t = table_[i];
+    if (t == 0 || keyOf(slots_[t - 1]) == key) return i;
+  }
+}
+
+void StatMap::rehash(std::size_t table_size) {
+  table_.assign(table_size, 0);
+  for (std::size_t n = 0; n < slots_.size(); ++n) table_[probe(keyOf(slots_[n]))] = static_cast<std::uint32_t>(n + 1);
+}
+
 void StatMap::set(std::string_view key, std::uint64_t value) {
-  for (Slot& s : slots_) {
-    if (keyOf(s) == key) {
-      s.value = value;
-      return;
-    }
+  if ((slots_.size() + 1) * 2 > table_.size()) rehash(std::max<std::size_t>(16, table_.size() * 2));
+  const std::size_t i = probe(key);
+  if (table_[i] != 0) {
+    slots_[table_[i] - 1].value = value;
+    return;
   }
   slots_.push_back(Slot{static_cast<std::uint32_t>(keys_.size()), static_cast<std::uint32_t>(key.size()), value});
   keys_ += key;
+  table_[i] = static_cast<std::uint32_t>(slots_.size());
 }
 
 std::optional<std::uint64_t> StatMap::get(std::string_view key) const {
-  for (const Slot& s : slots_) {
-    if (keyOf(s) == key) return s.value;
-  }
-  return std::nullopt;
+  if (table_.empty()) return std::nullopt;
+  const std::uint32_t t = table_[probe(key)];
+  if (t == 0) return std::nullopt;
+  return slots_[t - 1].value;
 }
 
 void StatMap::reserve(std::size_t entries, std::size_t key_bytes) {
   slots_.reserve(entries);
   keys_.reserve(key_bytes);
+  std::size_t size = std::max<std::size_t>(16, table_.size());
+  while (size < entries * 2) size *= 2;
+  if (size > table_.size()) rehash(size);
 }
 
 std::uint64_t StatMap::getOr(std::string_view key, std::uint64_t fallback) const {

@@ -33,7 +33,7 @@ class StatMap {
   bool contains(std::string_view key) const { return get(key).has_value(); }
   bool empty() const { return slots_.empty(); }
   std::size_t size() const { return slots_.size(); }
-  // Room for `entries` keys of `key_bytes` in all, so that filling the map allocates twice.
+  // Room for `entries` keys of `key_bytes` in all, so that filling the map allocates once each.
   void reserve(std::size_t entries, std::size_t key_bytes);
 
   // The entries in the order they were first set, as (key, value) pairs made on the fly.
@@ -74,8 +74,8 @@ class StatMap {
   Entries entries() const { return Entries(this); }
 
  private:
-  // Every key in one string, each entry naming its slice: a file's worth of keys is two
-  // allocations, not one per key longer than a short string holds.
+  // Every key in one string, each entry naming its slice: a file's worth of keys is three
+  // allocations (keys, slots, index), not one per key longer than a short string holds.
   struct Slot {
     std::uint32_t at = 0, length = 0;
     std::uint64_t value = 0;
@@ -83,8 +83,16 @@ class StatMap {
   std::string_view keyOf(const Slot& s) const { return std::string_view(keys_).substr(s.at, s.length); }
   Entry entry(std::size_t i) const { return {keyOf(slots_[i]), slots_[i].value}; }
 
+  // Where `key` is in table_, or the free place where it would go.
+  std::size_t probe(std::string_view key) const;
+  void rehash(std::size_t table_size);
+
   std::string keys_;
   std::vector<Slot> slots_;
+  // Open addressing by the key's hash, a power of two at most half full: each entry's slot
+  // number + 1 (0: free). A key is found without a scan of the others (memory.stat has seventy,
+  // and the attribution asks for thirty of them).
+  std::vector<std::uint32_t> table_;
 };
 
 struct ParsedStat {

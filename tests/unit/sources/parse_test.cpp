@@ -61,6 +61,39 @@ TEST(ParseColonKbLines, ConvertsKbAndKeepsCounts) {
   EXPECT_FALSE(m.contains("Bad")) << "an unknown unit is not guessed at";
 }
 
+// StatMap finds a key by its hash: every key found whatever the growth, a key set again keeps
+// its place in the order, keys that share a prefix or a length are told apart, copies stand alone.
+TEST(StatMap, FindsEachKeyThroughGrowthAndKeepsFirstSetOrder) {
+  StatMap m;
+  EXPECT_FALSE(m.get("anything"));
+  for (int i = 0; i < 300; ++i) m.set(fmt::format("key_{}", i), static_cast<std::uint64_t>(i));
+  m.set("key_7", 700);
+  m.set("", 1);
+  ASSERT_EQ(m.size(), 301u);
+  for (int i = 0; i < 300; ++i)
+    EXPECT_EQ(m.get(fmt::format("key_{}", i)), i == 7 ? 700u : static_cast<std::uint64_t>(i)) << i;
+  EXPECT_EQ(m.get(""), 1u);
+  EXPECT_FALSE(m.get("key_300"));
+  EXPECT_FALSE(m.get("key_"));
+  EXPECT_FALSE(m.get("key_1000"));
+  EXPECT_EQ(m.entries()[7].first, "key_7");
+  EXPECT_EQ(m.entries()[7].second, 700u);
+  EXPECT_EQ(m.entries()[300].first, "");
+  StatMap copy = m;
+  copy.set("key_0", 5);
+  copy.set("total_rss", 9);
+  EXPECT_EQ(m.get("key_0"), 0u);
+  EXPECT_FALSE(m.get("total_rss"));
+  EXPECT_EQ(copy.get("key_0"), 5u);
+  EXPECT_EQ(copy.get("total_rss"), 9u);
+  StatMap reserved;
+  reserved.reserve(3, 64);
+  reserved.set("rss", 1);
+  reserved.set("total_rss", 2);
+  EXPECT_EQ(reserved.get("rss"), 1u);
+  EXPECT_EQ(reserved.get("total_rss"), 2u);
+}
+
 TEST(ParseColonKbLines, OddLinesAreLeftOut) {
   // Hand-made: more than a number and a unit, no value, no key, a fraction, no final newline.
   auto m = parseColonKbLines("Three:\t1 kB more\nNoValue:\n:5\nSigQ:\t0/95430\n  Spaced  :  7  kB  \nLast:\t9");
