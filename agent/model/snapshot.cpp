@@ -177,12 +177,14 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
   }
 
+  // Every cgroup read, watched or ancestor, by path: each watched cgroup asks for each of its
+  // ancestors.
+  std::unordered_map<std::string_view, const CgroupMemory*> by_path;
+  for (const auto& [path, cg] : raw.ancestors) by_path.emplace(path, &cg);
+  for (const auto& cg : raw.cgroups) by_path.insert_or_assign(cg.path, &cg);  // a watched one first
   auto limitOf = [&](const std::string& path) -> const CgroupMemory* {
-    for (const auto& cg : raw.cgroups) {
-      if (cg.path == path) return &cg;
-    }
-    auto it = raw.ancestors.find(path);
-    return it == raw.ancestors.end() ? nullptr : &it->second;
+    auto it = by_path.find(path);
+    return it == by_path.end() ? nullptr : it->second;
   };
   // Every cgroup's bounds before any is moved into the snapshot: a watched cgroup is also the
   // ancestor that bounds the watched cgroups below it.
