@@ -137,7 +137,6 @@ std::uint64_t RoleMatcher::cmdlineVerdicts(const SharedString& cmdline) const {
 Role RoleMatcher::matchSampled(pid_t pid, pid_t self_pid, std::string_view comm, const SharedString& cmdline,
                                std::string_view cgroup) const {
   if (!memo_ || cmdline.empty()) return match(pid, self_pid, comm, cmdline, cgroup);
-  if (pid == self_pid && self_pid != 0) return Role::kSelf;
   std::optional<std::uint64_t> verdicts;  // asked only when a cmdline rule is reached
   return decide(pid, self_pid, comm, cgroup, [&](std::size_t k, const RoleRule&) {
     if (!verdicts) verdicts = cmdlineVerdicts(cmdline);
