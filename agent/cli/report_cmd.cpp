@@ -77,35 +77,37 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
   if (opts.list && (!opts.svg.empty() || !opts.html.empty()))
     return bad("--svg and --html draw one record: not with --list");
   if (opts.journal.empty()) return bad("--journal: an empty path");
+  // A directory names the journal in it, as the agent's --journal does.
+  const std::string journal = journalFileOf(opts.journal);
 
   // Say a missing journal plainly: readJournal reads a missing file as empty.
   struct stat st {};
-  bool have_main = exists(opts.journal, &st);
+  bool have_main = exists(journal, &st);
   if (have_main && S_ISDIR(st.st_mode))
-    return bad(fmt::format("--journal {}: a directory, not a journal file", opts.journal));
+    return bad(fmt::format("--journal {}: a directory, not a journal file", journal));
   int main_errno = have_main ? 0 : errno;
   struct stat st1 {};
-  bool have_rotated = exists(opts.journal + ".1", &st1);
+  bool have_rotated = exists(journal + ".1", &st1);
   if (!have_main && !have_rotated) {
     if (main_errno == ENOENT)
       return none(fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
-                              opts.journal));
+                              journal));
     if (main_errno == ENOTDIR || main_errno == ENAMETOOLONG || main_errno == ELOOP)
-      return fail(makeError(main_errno, fmt::format("--journal {}", opts.journal)).as(ErrorKind::kBadInput));
+      return fail(makeError(main_errno, fmt::format("--journal {}", journal)).as(ErrorKind::kBadInput));
   }
 
-  auto contents = readJournal(opts.journal);
+  auto contents = readJournal(journal);
   if (!contents) {
     int code = contents.error().code;
     bool bad_path = code == EISDIR || code == ENOTDIR || code == ENAMETOOLONG || code == ELOOP;
-    Error e = contents.error().wrap(fmt::format("reading the journal {}", opts.journal));
+    Error e = contents.error().wrap(fmt::format("reading the journal {}", journal));
     return fail(bad_path ? e.as(ErrorKind::kBadInput) : e);
   }
   for (const std::string& d : contents->damage) err << "headroom report: " << damageLine(d) << "\n";
 
   const std::vector<json>& all = contents->records;
   if (all.empty()) {
-    return none(fmt::format("the journal at {} holds no OOM kills{}", opts.journal,
+    return none(fmt::format("the journal at {} holds no OOM kills{}", journal,
                             contents->damage.empty() ? "" : " (only damaged records)"));
   }
   std::vector<json> chosen;
@@ -119,7 +121,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
   }
   if (chosen.empty()) {
     auto latest = recordTime(all.back());
-    return none(fmt::format("no OOM kills since {} in {} ({} recorded{})", formatUtc(*since), opts.journal, all.size(),
+    return none(fmt::format("no OOM kills since {} in {} ({} recorded{})", formatUtc(*since), journal, all.size(),
                             latest ? ", the latest at " + formatUtc(*latest) : ""));
   }
 
@@ -138,7 +140,7 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
                                            : fmt::format("ids {} to {} are present", *lo, *hi))
                              : std::string("no record has an id");
       bool before_since = std::any_of(all.begin(), all.end(), match);
-      return none(fmt::format("no record with id {} in {}{} ({})", *opts.id, opts.journal,
+      return none(fmt::format("no record with id {} in {}{} ({})", *opts.id, journal,
                               before_since ? " since " + opts.since : "", range));
     }
     chosen = {*it};

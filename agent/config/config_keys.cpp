@@ -395,6 +395,7 @@ std::vector<KeySpec> makeSpecs() {
                        auto s = absolutePathOf(v.front());
                        if (!s) return s.error();
                        c.journal.path = std::move(*s);
+                       c.journal.path_given = true;
                        return ok();
                      }));
   k.push_back(scalar(

@@ -137,6 +137,13 @@ struct Agent::Impl {
   void addBudgetCgroup(RawSample& raw) const;
   std::optional<SamplePublication::Budget> updateBudget(const Snapshot& snap);
   void readSelfReport();
+  // A journal that could not be opened (the default path at start, any path at a reload): off,
+  // said once, and the agent runs on.
+  void journalOff(const Error& e) {
+    spdlog::error(
+        "the OOM journal is off: {} (the agent keeps running; set journal.path or --journal to another place)",
+        e.describe());
+  }
   std::size_t consumeEvents();  // returns the OOM kills among them
   void handleOom(const OomEvent& e);
   bool kernelOomSource() const;
@@ -327,7 +334,7 @@ void Agent::Impl::reload() {
   api_.configure(apiSettingsOf(cfg_));
   self_src_.reset();
   if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
-  incidents_.configure(cfg_.journal);
+  if (auto st = incidents_.configure(cfg_.journal); !st) journalOff(st.error());
   api_.publishJournal(incidents_.state());
   if (sensors_changed) {
     spdlog::info("sensor settings changed: restarting the sensors");
@@ -475,7 +482,12 @@ Status Agent::Impl::run() {
     if (::uname(&u) == 0) host_.kernel = u.release;
     host_.agent_version = std::string(kVersion);
   }
-  incidents_.configure(cfg_.journal);
+  if (auto st = incidents_.configure(cfg_.journal); !st) {
+    // An explicit journal that cannot be opened is a mistake to fix, not a journal to lose.
+    if (cfg_.journal.path_given)
+      return st.error().wrap(fmt::format("--journal / journal.path {}", cfg_.journal.path)).as(ErrorKind::kBadInput);
+    journalOff(st.error());
+  }
   api_.publishJournal(incidents_.state());
   api_.configure(apiSettingsOf(cfg_));
   auto server = HttpServer::start(cfg_.listen, api_.getRoutes(), api_.postRoutes());

@@ -18,22 +18,20 @@ constexpr const char* kCountersOnly = "counters only";
 
 }  // namespace
 
-void IncidentJournal::configure(const JournalConfig& cfg) {
-  if (configured_ && cfg == cfg_) return;
+Status IncidentJournal::configure(const JournalConfig& cfg) {
+  if (configured_ && cfg == cfg_) return ok();
   configured_ = true;
   cfg_ = cfg;
   writer_.reset();  // the old file's lock goes first
   flight_.setWindow(std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.flight_window).count());
   if (!cfg.enabled) {
     off_ = "journal.enabled = false";
-    return;
+    return ok();
   }
-  auto w = JournalWriter::open(JournalOptions{cfg.path, cfg.max_bytes});
+  auto w = JournalWriter::open(JournalOptions{journalFileOf(cfg.path), cfg.max_bytes});
   if (!w) {
     off_ = w.error().describe();
-    spdlog::error(
-        "the OOM journal is off: {} (the agent keeps running; set journal.path or --journal to another place)", off_);
-    return;
+    return w.error();
   }
   writer_ = std::move(*w);
   off_.clear();
@@ -44,6 +42,7 @@ void IncidentJournal::configure(const JournalConfig& cfg) {
   if (st.damaged_records > 0)
     spdlog::warn("journal {}: {} damaged record(s) found; readers skip them", writer_->path(), st.damaged_records);
   spdlog::info("journal: OOM kills are recorded in {}", writer_->path());
+  return ok();
 }
 
 nlohmann::json IncidentJournal::state() const {

@@ -321,6 +321,13 @@ ScanResult scanJournal(std::string_view bytes) {
 
 // ---- the writer ----
 
+std::string journalFileOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return path + (path.ends_with('/') ? "" : "/") + std::string(kJournalFileName);
+  return path;
+}
+
 Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions& opts) {
   const std::string& path = opts.path;
   if (path.empty()) return unexpected(makeError(EINVAL, "opening journal: no path"));

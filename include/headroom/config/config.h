@@ -35,8 +35,9 @@ struct BudgetConfig {
 // [journal]: the durable record of every OOM kill (docs/journal.md).
 struct JournalConfig {
   bool enabled = true;
-  std::string path = "/var/lib/headroom/oom-journal.hrj";
-  std::uint64_t max_bytes = 64ULL << 20;           // beyond: rotated to <path>.1
+  std::string path = "/var/lib/headroom/oom-journal.hrj";  // a directory: <path>/oom-journal.hrj
+  bool path_given = false;                // journal.path or --journal given: not opening it at start is an error
+  std::uint64_t max_bytes = 64ULL << 20;  // beyond: rotated to <path>.1
   std::chrono::milliseconds flight_window{60000};  // the flight recorder's last seconds per cgroup
 
   bool operator==(const JournalConfig&) const = default;

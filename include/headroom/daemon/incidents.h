@@ -37,9 +37,9 @@ struct IncidentFacts {
 
 class IncidentJournal {
  public:
-  // Opens (again) as the config says; a journal that cannot open is off, says why once, and the
-  // agent runs on.
-  void configure(const JournalConfig& cfg);
+  // Opens (again) as the config says; a journal that cannot open is off, and the error says why
+  // (the caller says it once: the agent's start refuses an explicit path, a reload runs on).
+  Status configure(const JournalConfig& cfg);
   // {"state": "on", "path"} or {"state": "off", "path", "reason"}, for /healthz.
   nlohmann::json state() const;
   const JournalWriter* writer() const { return writer_.get(); }

@@ -41,6 +41,12 @@ struct ScanResult {
 ScanResult scanJournal(std::string_view bytes);
 
 // ---- the file (I/O) ----
+// The journal's file name inside a directory given as the journal.
+inline constexpr std::string_view kJournalFileName = "oom-journal.hrj";
+// The file a journal path names: the path itself, or <path>/oom-journal.hrj when it is a
+// directory (the agent writes there, and `headroom report` reads there).
+std::string journalFileOf(const std::string& path);
+
 struct JournalOptions {
   std::string path = "/var/lib/headroom/oom-journal.hrj";
   std::uint64_t max_bytes = 64ULL << 20;  // beyond: rotate to <path>.1 (the older .1 is dropped)

@@ -78,6 +78,25 @@ TEST(AgentCli, EachBadKeyOrValueIsOneClearLineAndExitCode2) {
   EXPECT_NE(missing.err.find("/nonexistent/agent.toml"), std::string::npos) << missing.err;
 }
 
+// An explicit journal is never dropped: one the agent cannot open at start is exit 2 naming it
+// (before anything is served), not a run with the journal off.
+TEST(AgentCli, AnExplicitJournalThatCannotOpenIsExitCode2) {
+  ConfigFile file("not a directory\n");
+  const std::string journal = file.path + "/oom.hrj";
+  for (const std::vector<std::string>& how :
+       std::vector<std::vector<std::string>>{{"--journal", journal}, {"--journal.path", journal}}) {
+    auto r = runCommand({HEADROOM_BINARY, "agent", "--listen", "127.0.0.1:19687", "--sensors.bpf", "false",
+                         "--log-format", "json", how[0], how[1]});
+    EXPECT_EQ(r.exit_code, 2) << how[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("headroom agent: --journal / journal.path " + journal), std::string::npos) << r.err;
+  }
+  ConfigFile cfg("[journal]\npath = \"" + journal + "\"\n");
+  auto from_file = runCommand(
+      {HEADROOM_BINARY, "agent", "--listen", "127.0.0.1:19687", "--sensors.bpf", "false", "--config", cfg.path});
+  EXPECT_EQ(from_file.exit_code, 2) << from_file.err;
+  EXPECT_NE(from_file.err.find(journal), std::string::npos) << from_file.err;
+}
+
 TEST(AgentCli, ABoolFlagAloneMeansTrue) {
   auto r = runCommand({HEADROOM_BINARY, "agent", "--sensors.bpf", "--check-config"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -308,8 +308,20 @@ TEST(ReportCliJournal, MissingOrEmptyJournal) {
   auto empty = runCommand({HEADROOM_BINARY, "report", "--journal", path, "--list"});
   EXPECT_EQ(empty.exit_code, 1);
   EXPECT_TRUE(contains(empty.err, "holds no OOM kills")) << empty.err;
+  // A directory names the journal in it, as the agent's --journal does.
+  auto in_dir = runCommand({HEADROOM_BINARY, "report", "--journal", dir.file("")});
+  EXPECT_EQ(in_dir.exit_code, 1) << in_dir.err;
+  EXPECT_TRUE(contains(in_dir.err, "no journal at " + dir.file("oom-journal.hrj"))) << in_dir.err;
+  writeFile(dir.file("oom-journal.hrj"), "");
+  auto in_dir_empty = runCommand({HEADROOM_BINARY, "report", "--journal", dir.file("")});
+  EXPECT_EQ(in_dir_empty.exit_code, 1);
+  EXPECT_TRUE(contains(in_dir_empty.err, "holds no OOM kills")) << in_dir_empty.err;
+  std::filesystem::remove(dir.file("oom-journal.hrj"));
+  std::filesystem::create_directory(dir.file("oom-journal.hrj"));
   auto is_dir = runCommand({HEADROOM_BINARY, "report", "--journal", dir.file("")});
   EXPECT_EQ(is_dir.exit_code, 2) << is_dir.err;
+  EXPECT_TRUE(contains(is_dir.err, "a directory, not a journal file")) << is_dir.err;
+  std::filesystem::remove(dir.file("oom-journal.hrj"));
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ TEST(IncidentJournal, ARecordHoldsTheLastSampleReadWholeBeforeTheKill) {
   cfg.path = dir.root() + "/journal/oom.hrj";
   IncidentJournal j;
   EXPECT_EQ(j.last(), nullptr);
-  j.configure(cfg);
+  ASSERT_TRUE(j.configure(cfg));
   EXPECT_EQ(j.state()["state"], "on");
   ASSERT_NE(j.writer(), nullptr);
   // Two samples before the kill and one after it, which shows the memory already freed.
@@ -111,7 +111,7 @@ TEST(IncidentJournal, ASampleIsKeptWhileAKillAfterItCouldStillBeHandedOver) {
     // 1 s samples: a kill 1.5 s before the newest sample still finds the sample before it;
     // the samples no kill can still need are not kept (they hold every process).
     IncidentJournal j;
-    j.configure(cfg);
+    ASSERT_TRUE(j.configure(cfg));
     for (std::int64_t t = 0; t <= 10; ++t) j.keep(sample(t * kS, 0, {10, 11}));
     EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 8 * kS + kS / 2), 1'700'000'008.0);
     EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 7 * kS + kS / 2), 1'700'000'007.0);
@@ -121,7 +121,7 @@ TEST(IncidentJournal, ASampleIsKeptWhileAKillAfterItCouldStillBeHandedOver) {
   {
     // 10 s samples: the two last are kept, the one before the kill among them.
     IncidentJournal j;
-    j.configure(cfg);
+    ASSERT_TRUE(j.configure(cfg));
     for (std::int64_t t = 0; t <= 20; t += 10) j.keep(sample(t * kS, 0, {10, 11}));
     EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 19 * kS), 1'700'000'010.0);
     EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 21 * kS), 1'700'000'020.0);
@@ -130,19 +130,35 @@ TEST(IncidentJournal, ASampleIsKeptWhileAKillAfterItCouldStillBeHandedOver) {
 
 TEST(IncidentJournal, AJournalThatCannotOpenIsOffAndSaysWhy) {
   FixtureTree dir;
-  dir.mkdir("/a-directory");
+  dir.write("/a-file", "not a directory\n");
   JournalConfig cfg;
-  cfg.path = dir.root() + "/a-directory";
+  cfg.path = dir.root() + "/a-file/oom.hrj";
   IncidentJournal j;
-  j.configure(cfg);
+  auto st = j.configure(cfg);
+  ASSERT_FALSE(st);
+  EXPECT_THAT(st.error().describe(), HasSubstr(cfg.path));
   EXPECT_EQ(j.writer(), nullptr);
   auto state = j.state();
   EXPECT_EQ(state["state"], "off");
   EXPECT_THAT(state.value("reason", ""), HasSubstr(cfg.path));
   EXPECT_FALSE(j.record(killAt(1), IncidentFacts{})) << "off: nothing to record into";
   cfg.enabled = false;
-  j.configure(cfg);
+  EXPECT_TRUE(j.configure(cfg));
   EXPECT_EQ(j.state()["reason"], "journal.enabled = false");
+}
+
+TEST(IncidentJournal, ADirectoryNamesTheJournalInIt) {
+  FixtureTree dir;
+  dir.mkdir("/journals");
+  JournalConfig cfg;
+  cfg.path = dir.root() + "/journals";
+  IncidentJournal j;
+  ASSERT_TRUE(j.configure(cfg));
+  EXPECT_EQ(j.state()["state"], "on");
+  EXPECT_EQ(j.state()["path"], dir.root() + "/journals/oom-journal.hrj");
+  EXPECT_EQ(journalFileOf(cfg.path), dir.root() + "/journals/oom-journal.hrj");
+  EXPECT_EQ(journalFileOf(cfg.path + "/"), dir.root() + "/journals/oom-journal.hrj");
+  EXPECT_EQ(journalFileOf(dir.root() + "/journals/x.hrj"), dir.root() + "/journals/x.hrj") << "a file stays itself";
 }
 
 TEST(CountedOoms, KillsFromTheCountersOnlyWhereNoKernelSourceNamesThem) {
