@@ -491,7 +491,8 @@ Status Agent::Impl::run() {
   api_.publishJournal(incidents_.state());
   api_.configure(apiSettingsOf(cfg_));
   auto server = HttpServer::start(cfg_.listen, api_.getRoutes(), api_.postRoutes());
-  if (!server) return server.error().wrap("--listen");
+  // A port in use (or not this machine's address) is the operator's to change: exit 2.
+  if (!server) return server.error().wrap("--listen").as(ErrorKind::kBadInput);
   server_ = std::move(*server);
   const CgroupHierarchy& h = source_.collector->hierarchy();
   spdlog::info(

@@ -1,5 +1,8 @@
 // `headroom agent` refusing bad input before it starts anything: the real binary, no root.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -95,6 +98,25 @@ TEST(AgentCli, AnExplicitJournalThatCannotOpenIsExitCode2) {
       {HEADROOM_BINARY, "agent", "--listen", "127.0.0.1:19687", "--sensors.bpf", "false", "--config", cfg.path});
   EXPECT_EQ(from_file.exit_code, 2) << from_file.err;
   EXPECT_NE(from_file.err.find(journal), std::string::npos) << from_file.err;
+}
+
+TEST(AgentCli, APortInUseIsExitCode2NamingIt) {
+  const int taken = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;  // any free port: the kernel's choice, then held by this test
+  ASSERT_EQ(::bind(taken, reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string listen = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  auto r = runCommand(
+      {HEADROOM_BINARY, "agent", "--listen", listen, "--sensors.bpf", "false", "--journal.enabled", "false"});
+  ::close(taken);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("headroom agent: --listen: cannot listen on " + listen), std::string::npos) << r.err;
 }
 
 TEST(AgentCli, ABoolFlagAloneMeansTrue) {
