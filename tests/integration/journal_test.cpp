@@ -372,24 +372,51 @@ TEST(Journal, TheProversSelfReportIsReadFromItsPrometheusEndpoint) {
   server->kill(SIGTERM);
 }
 
-TEST(Journal, AnUnwritableJournalIsOffAndSaidAndTheAgentKeepsRunning) {
+// An explicit journal that cannot be opened at start is exit 2 (tests/unit/cli/agent_cli_test.cpp).
+// One that cannot be opened at a reload is off, said, and the agent keeps running; a later
+// reload to a writable place turns it on again.
+TEST(Journal, AJournalThatCannotOpenAtAReloadIsOffAndSaidAndTheAgentKeepsRunning) {
   SKIP_WITHOUT_ROOT();
   auto sb = CgroupSandbox::create("journal-off");
   ASSERT_TRUE(sb) << sb.error().describe();
-  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--journal", "/proc/headroom/oom.hrj"});
+  TempDir tmp;
+  auto configWith = [&](const std::string& journal) {
+    return tmp.file("agent.toml", fmt::format("interval = \"200ms\"\ncgroups = [\"{}\"]\n[journal]\npath = \"{}\"\n",
+                                              sb->path(), journal));
+  };
+  std::filesystem::create_directories(tmp.file("journals"));
+  const std::string config = configWith(tmp.file("journals"));
+  Agent agent({"--config", config});
+  auto journalState = [&](const std::string& want) {
+    nlohmann::json h;
+    for (int i = 0; i < 100; ++i) {
+      h = agent.getJson("/healthz");
+      if (h.is_object() && h["status"] == "ok" && h["journal"]["state"] == want) break;
+      std::this_thread::sleep_for(100ms);
+    }
+    return h;
+  };
+  nlohmann::json h = journalState("on");
+  EXPECT_EQ(h["journal"]["path"], tmp.file("journals/oom-journal.hrj"))
+      << "a directory names the journal in it: " << h.dump();
+
+  configWith("/proc/headroom/oom.hrj");
+  agent.child().kill(SIGHUP);
   auto line = agent.waitLog("the OOM journal is off");
   ASSERT_TRUE(line) << agent.logText();
   EXPECT_NE(line->find("/proc/headroom/oom.hrj"), std::string::npos) << *line;
-  nlohmann::json h;
-  for (int i = 0; i < 50; ++i) {
-    h = agent.getJson("/healthz");
-    if (h.is_object() && h["status"] == "ok") break;
-    std::this_thread::sleep_for(100ms);
-  }
+  h = journalState("off");
   EXPECT_EQ(h["status"], "ok");
   EXPECT_EQ(h["journal"]["state"], "off");
   EXPECT_NE(h["journal"]["reason"].get<std::string>().find("/proc/headroom"), std::string::npos);
-  EXPECT_NE(agent.metrics().find("headroom_journal_up 0"), std::string::npos);
+  EXPECT_TRUE(agent.waitMetrics([](const std::string& t) {
+    return t.find("headroom_journal_up 0\n") != std::string::npos;
+  })) << "the next sample's page says it too";
+
+  configWith(tmp.file("again.hrj"));
+  agent.child().kill(SIGHUP);
+  h = journalState("on");
+  EXPECT_EQ(h["journal"]["path"], tmp.file("again.hrj")) << h.dump();
 }
 
 }  // namespace
