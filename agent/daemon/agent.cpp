@@ -15,8 +15,11 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <iterator>
+#include <mutex>
+#include <thread>
 
 #include "headroom/daemon/http_api.h"
 #include "headroom/daemon/incidents.h"
@@ -91,6 +94,57 @@ Result<std::string> fetchSelfReport(const std::string& url) {
   if (r->status != 200) return makeError(ErrorKind::kIo, fmt::format("GET {}: HTTP {}", url, r->status));
   return std::move(r->body);
 }
+
+// The prover's self-report URL, fetched on a thread of its own every `period`: an endpoint that
+// is slow, stuck or drips its answer a byte at a time (each read within the client's timeout)
+// holds that thread, never a sample. The sampler takes the latest answer while it is fresh.
+// Stopping does not wait for a fetch in flight: the thread ends after it, on its own.
+class SelfReportFetcher {
+ public:
+  SelfReportFetcher(SelfReportSource src, std::chrono::milliseconds period) : state_(std::make_shared<State>()) {
+    std::thread([state = state_, src = std::move(src), period] {
+      std::unique_lock lock(state->mu);
+      while (!state->stop) {
+        lock.unlock();
+        auto v = headroom::readSelfReport(src, fetchSelfReport);
+        lock.lock();
+        state->last = std::move(v);
+        state->at = std::chrono::steady_clock::now();
+        state->cv.wait_for(lock, period, [&] { return state->stop; });
+      }
+    }).detach();
+  }
+  SelfReportFetcher(const SelfReportFetcher&) = delete;
+  SelfReportFetcher& operator=(const SelfReportFetcher&) = delete;
+  ~SelfReportFetcher() {
+    std::lock_guard lock(state_->mu);
+    state_->stop = true;
+    state_->cv.notify_all();
+  }
+
+  // The latest answer if it is at most `max_age` old, or why there is none; nothing before the
+  // first answer while that is not overdue.
+  std::optional<Result<std::uint64_t>> latest(const SelfReportSource& src, std::chrono::milliseconds max_age) const {
+    std::lock_guard lock(state_->mu);
+    const auto age = std::chrono::steady_clock::now() - state_->at;  // since the last answer, or the start
+    if (!state_->last && age <= max_age) return std::nullopt;
+    if (!state_->last || age > max_age)
+      return makeError(ErrorKind::kUnavailable,
+                       fmt::format("{}: no answer for {} ms (the endpoint is slow or stuck; samples go on without it)",
+                                   src.text(), max_age.count()));
+    return *state_->last;
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false;
+    std::optional<Result<std::uint64_t>> last;
+    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+  };
+  std::shared_ptr<State> state_;
+};
 
 constexpr const char* kSampling = "sampling";
 constexpr const char* kSelfReport = "self-report";
@@ -171,6 +225,8 @@ struct Agent::Impl {
   HostIdentity host_;
   WarnOnce once_;
   std::optional<SelfReportSource> self_src_;
+  std::unique_ptr<SelfReportFetcher> self_fetcher_;  // for a URL: fetched off the sampling thread
+  void setSelfReport();
   std::optional<std::uint64_t> self_reported_;  // the prover's word at the last sample
   std::vector<pid_t> cuda_checked_;             // pids whose maps were searched for libcuda, sorted
   std::vector<std::string> last_missing_;       // watched cgroups missing at the last sample
@@ -237,10 +293,28 @@ void Agent::Impl::addBudgetCgroup(RawSample& raw) const {
   raw.cgroups.push_back(std::move(*cg));
 }
 
+void Agent::Impl::setSelfReport() {
+  std::optional<SelfReportSource> src;
+  if (!cfg_.self_report.empty()) src = *parseSelfReportSource(cfg_.self_report);  // validated with the config
+  const bool same = src && self_src_ && src->text() == self_src_->text() && self_fetcher_;
+  self_src_ = std::move(src);
+  if (same) return;
+  self_fetcher_.reset();
+  if (self_src_ && self_src_->kind == SelfReportSource::Kind::kUrl)
+    self_fetcher_ = std::make_unique<SelfReportFetcher>(
+        *self_src_, std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.interval));
+}
+
 void Agent::Impl::readSelfReport() {
   self_reported_.reset();
   if (!self_src_) return;
-  auto v = headroom::readSelfReport(*self_src_, fetchSelfReport);
+  // A file is read here (never blocks: a regular file only); a URL's answer comes from its
+  // fetcher, fresh within three samples and a second.
+  std::optional<Result<std::uint64_t>> answer =
+      self_fetcher_ ? self_fetcher_->latest(*self_src_, 3 * cfg_.interval + std::chrono::seconds(1))
+                    : headroom::readSelfReport(*self_src_);
+  if (!answer) return;  // the first fetch is still under way
+  const Result<std::uint64_t>& v = *answer;
   if (!v) {
     ++self_.self_report_failures_total;
     once_.say(kSelfReport, fmt::format("prover.self_report: {}", v.error().describe()));
@@ -332,8 +406,7 @@ void Agent::Impl::reload() {
   roles_ = RoleMatcher(cfg_.role_rules);
   exporter_.setLimits(limitsOf(cfg_));
   api_.configure(apiSettingsOf(cfg_));
-  self_src_.reset();
-  if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
+  setSelfReport();
   if (auto st = incidents_.configure(cfg_.journal); !st) journalOff(st.error());
   api_.publishJournal(incidents_.state());
   if (sensors_changed) {
@@ -474,7 +547,7 @@ Status Agent::Impl::run() {
   // One heap for every thread: the HTTP threads' scrapes and API answers would each keep an
   // arena of their own (a MiB or two in all) for no gain at a few requests a second.
   ::mallopt(M_ARENA_MAX, 1);
-  if (!cfg_.self_report.empty()) self_src_ = *parseSelfReportSource(cfg_.self_report);  // validated with the config
+  setSelfReport();
   {
     std::array<char, 256> name{};
     if (::gethostname(name.data(), name.size() - 1) == 0) host_.hostname = name.data();

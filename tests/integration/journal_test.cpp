@@ -372,6 +372,47 @@ TEST(Journal, TheProversSelfReportIsReadFromItsPrometheusEndpoint) {
   server->kill(SIGTERM);
 }
 
+// The prover's endpoint is the prover's: stuck, or dripping its answer a byte at a time (each
+// read within the client's timeout), it must never hold the agent's samples.
+TEST(Journal, AProversEndpointThatDripsNeverHoldsASample) {
+  SKIP_WITHOUT_ROOT();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 to serve the endpoint";
+  auto sb = CgroupSandbox::create("journal-drip");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  TempDir tmp;
+  const std::string drip =
+      tmp.file("drip.py",
+               "import socket, threading, time\n"
+               "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(16)\n"
+               "print(s.getsockname()[1], flush=True)\n"
+               "def one(c):\n"
+               "    try:\n"
+               "        c.recv(4096)\n"
+               "        for b in b'HTTP/1.1 200 OK\\r\\nContent-Length: 3\\r\\n\\r\\n123' * 1000:\n"
+               "            c.send(bytes([b])); time.sleep(0.2)\n"
+               "    except OSError: pass\n"
+               "while True:\n"
+               "    c, _ = s.accept(); threading.Thread(target=one, args=(c,), daemon=True).start()\n");
+  auto server = ChildProcess::spawn({"/usr/bin/python3", "-u", drip});
+  ASSERT_TRUE(server) << server.error().describe();
+  auto port = server->readLine(10s);
+  ASSERT_TRUE(port) << "the dripping endpoint did not start";
+  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--journal", tmp.file("oom.hrj"), "--prover.self-report",
+               fmt::format("http://127.0.0.1:{}/used", *port)});
+  ASSERT_TRUE(agent.waitHealthy()) << "the first sample was held: " << agent.logText();
+  // Samples go on (the counter moves well past the three a stall would allow), and the missing
+  // answer is counted and said.
+  ASSERT_TRUE(agent.waitMetrics([](const std::string& t) {
+    return testing::metric(t, "headroom_samples_total").value_or(0) >= 15 &&
+           testing::metric(t, "headroom_self_report_failures_total").value_or(0) >= 1;
+  })) << agent.metrics().substr(0, 2000);
+  auto said = agent.waitLog("no answer for", 10s);
+  ASSERT_TRUE(said) << agent.logText();
+  EXPECT_NE(said->find("the endpoint is slow or stuck"), std::string::npos) << *said;
+  EXPECT_EQ(agent.getJson("/healthz")["status"], "ok");
+  server->kill(SIGKILL);
+}
+
 // An explicit journal that cannot be opened at start is exit 2 (tests/unit/cli/agent_cli_test.cpp).
 // One that cannot be opened at a reload is off, said, and the agent keeps running; a later
 // reload to a writable place turns it on again.
