@@ -101,7 +101,8 @@ Result<std::string> fetchSelfReport(const std::string& url) {
 // Stopping does not wait for a fetch in flight: the thread ends after it, on its own.
 class SelfReportFetcher {
  public:
-  SelfReportFetcher(SelfReportSource src, std::chrono::milliseconds period) : state_(std::make_shared<State>()) {
+  SelfReportFetcher(SelfReportSource src, std::chrono::milliseconds period)
+      : period_(period), state_(std::make_shared<State>()) {
     std::thread([state = state_, src = std::move(src), period] {
       std::unique_lock lock(state->mu);
       while (!state->stop) {
@@ -114,6 +115,7 @@ class SelfReportFetcher {
       }
     }).detach();
   }
+  std::chrono::milliseconds period() const { return period_; }
   SelfReportFetcher(const SelfReportFetcher&) = delete;
   SelfReportFetcher& operator=(const SelfReportFetcher&) = delete;
   ~SelfReportFetcher() {
@@ -143,6 +145,7 @@ class SelfReportFetcher {
     std::optional<Result<std::uint64_t>> last;
     std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
   };
+  std::chrono::milliseconds period_;
   std::shared_ptr<State> state_;
 };
 
@@ -296,7 +299,8 @@ void Agent::Impl::addBudgetCgroup(RawSample& raw) const {
 void Agent::Impl::setSelfReport() {
   std::optional<SelfReportSource> src;
   if (!cfg_.self_report.empty()) src = *parseSelfReportSource(cfg_.self_report);  // validated with the config
-  const bool same = src && self_src_ && src->text() == self_src_->text() && self_fetcher_;
+  const bool same = src && self_src_ && src->text() == self_src_->text() && self_fetcher_ &&
+                    self_fetcher_->period() == cfg_.interval;  // the same URL asked as often
   self_src_ = std::move(src);
   if (same) return;
   self_fetcher_.reset();
