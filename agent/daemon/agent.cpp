@@ -129,12 +129,11 @@ class SelfReportFetcher {
   std::optional<Result<std::uint64_t>> latest(const SelfReportSource& src, std::chrono::milliseconds max_age) const {
     std::lock_guard lock(state_->mu);
     const auto age = std::chrono::steady_clock::now() - state_->at;  // since the last answer, or the start
-    if (!state_->last && age <= max_age) return std::nullopt;
-    if (!state_->last || age > max_age)
+    if (age > max_age)
       return makeError(ErrorKind::kUnavailable,
                        fmt::format("{}: no answer for {} ms (the endpoint is slow or stuck; samples go on without it)",
                                    src.text(), max_age.count()));
-    return *state_->last;
+    return state_->last;  // nothing yet while the first fetch is not overdue
   }
 
  private:

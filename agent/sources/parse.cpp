@@ -17,21 +17,9 @@ Result<std::optional<std::uint64_t>> parseLimit(std::string_view text) {
   return std::optional<std::uint64_t>{*v};
 }
 
-namespace {
-// FNV-1a: keys are a few dozen bytes of ASCII.
-std::size_t hashKey(std::string_view key) {
-  std::uint64_t h = 14695981039346656037ULL;
-  for (char c : key) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
-  }
-  return static_cast<std::size_t>(h);
-}
-}  // namespace
-
 std::size_t StatMap::probe(std::string_view key) const {
   const std::size_t mask = table_.size() - 1;
-  for (std::size_t i = hashKey(key) & mask;; i = (i + 1) & mask) {
+  for (std::size_t i = std::hash<std::string_view>{}(key)&mask;; i = (i + 1) & mask) {
     const std::uint32_t t = table_[i];
     if (t == 0 || keyOf(slots_[t - 1]) == key) return i;
   }
