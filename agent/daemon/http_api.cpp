@@ -1,11 +1,13 @@
 #include "headroom/daemon/http_api.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "headroom/daemon/subprocess.h"
 #include "headroom/model/snapshot_json.h"
@@ -168,6 +170,19 @@ HttpResponse HttpApi::budget() const {
   return budget_;
 }
 
+namespace {
+
+// "?lmit=5" is a mistake to say, not a parameter to ignore.
+std::optional<std::string> unknownParameter(const HttpQuery& q, std::initializer_list<std::string_view> known) {
+  for (const auto& [k, v] : q) {
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      return fmt::format("unknown parameter {} (known: {})", k, fmt::join(known, ", "));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 HttpResponse HttpApi::snapshot() const {
   std::shared_ptr<const Snapshot> snap;
   {
@@ -179,6 +194,7 @@ HttpResponse HttpApi::snapshot() const {
 }
 
 HttpResponse HttpApi::ooms(const HttpQuery& q) const {
+  if (auto bad = unknownParameter(q, {"limit"})) return jsonResponse(400, {{"error", *bad}});
   std::size_t limit = SIZE_MAX;
   if (auto it = q.find("limit"); it != q.end()) {
     auto n = parseU64(it->second);
@@ -210,10 +226,13 @@ HttpResponse HttpApi::probe(const HttpQuery& q) {
     cgroup = settings_.probe_cgroup;
     min_interval = settings_.probe_min_interval;
   }
+  if (auto bad = unknownParameter(q, {"cgroup", "stop_margin", "chunk", "max", "touch"}))
+    return refuse(400, {{"error", *bad}});
   if (auto it = q.find("cgroup"); it != q.end()) cgroup = it->second;
   if (cgroup.empty()) return refuse(400, {{"error", "which cgroup? ?cgroup=PATH, or config key probe.cgroup"}});
   std::unique_lock running(probe_running_, std::try_to_lock);
   if (!running.owns_lock()) return refuse(409, {{"error", "a probe is running"}});
+  std::optional<Clock::time_point> previous_probe;
   {
     std::lock_guard lock(mu_);
     auto now = Clock::now();
@@ -223,6 +242,7 @@ HttpResponse HttpApi::probe(const HttpQuery& q) {
       return jsonResponse(
           429, {{"error", "probed too recently (config key probe.min_interval)"}, {"retry_after_seconds", wait}});
     }
+    previous_probe = last_probe_;
     last_probe_ = now;
   }
   if (probe_command_.empty()) {
@@ -256,6 +276,11 @@ HttpResponse HttpApi::probe(const HttpQuery& q) {
   probe_active_ = false;
   int code = c.status >= 0 && WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
   if (code == kExitBadInput) {
+    // Nothing was allocated: a request with a mistake does not hold the next one off.
+    {
+      std::lock_guard lock(mu_);
+      last_probe_ = previous_probe;
+    }
     std::string msg = c.err;
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
     return refuse(400, {{"error", msg}});
