@@ -202,6 +202,7 @@ Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
   // One entry per key of makeSpecs(); the docs test fails on a key that has none.
   static const std::map<std::string, Get, std::less<>> kGet = {
       {"listen", str([](const AgentConfig& c) { return c.listen.text(); })},
+      {"web.config_file", str([](const AgentConfig& c) { return c.web_config_file; })},
       {"interval", duration([](const AgentConfig& c) { return c.interval; })},
       {"cgroups", list([](const AgentConfig& c) { return c.cgroups; })},
       {"smaps", boolean([](const AgentConfig& c) { return c.smaps; })},

@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <toml++/toml.h>
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -151,6 +153,40 @@ std::vector<KeySpec> makeSpecs() {
                        c.listen = std::move(*a);
                        return ok();
                      }));
+  // The flag as the Prometheus exporters spell it.
+  KeySpec web = scalar(
+      "web.config_file", "string",
+      "TLS and basic auth for the endpoint: a web configuration file as the Prometheus exporters take; default: none",
+      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+        auto s = stringOf(v.front(), "must be the path of a web configuration file");
+        if (!s) return s.error();
+        if (s->empty()) {
+          c.web_config_file.clear();
+          c.web.reset();
+          return ok();
+        }
+        std::string path = *s;
+        if (path.front() != '/') {
+          std::array<char, 4096> cwd{};
+          if (::getcwd(cwd.data(), cwd.size()) != nullptr) path = fmt::format("{}/{}", cwd.data(), path);
+        }
+        auto w = loadWebConfig(path);
+        if (!w) {
+          // The flag or key already names the file.
+          std::string why = w.error().describe();
+          if (std::string prefix = "web config " + path; why.starts_with(prefix)) {
+            why.erase(0, prefix.size());
+            if (why.starts_with(": ")) why.erase(0, 2);
+            if (why.starts_with(" ")) why.erase(0, 1);
+          }
+          return v.front().fail(why);
+        }
+        c.web_config_file = std::move(path);
+        c.web = std::move(*w);
+        return ok();
+      });
+  web.key.flag = "--web.config.file";
+  k.push_back(std::move(web));
   k.push_back(scalar("interval", "duration", "time between samples (100ms..1h)",
                      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
                        auto d = durationOf(v.front());

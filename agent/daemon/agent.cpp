@@ -402,6 +402,18 @@ void Agent::Impl::reload() {
   if (cfg->pss_max_age != cfg_.pss_max_age || cfg->pss_step != cfg_.pss_step)
     processes_ = ProcessCache(pssPolicyOf(*cfg));
   budget_.reconfigure(cfg->budget, cfg->role_rules);
+  if (server_ && cfg->web != cfg_.web) {
+    // The file was read and checked with the config; its certificates are loaded here.
+    if (auto st = server_->setWebConfig(cfg->web); !st) {
+      ++self_.config_reload_failures_total;
+      spdlog::error("config reload: {}; the endpoint keeps its previous TLS and auth", st.error().describe());
+      cfg->web = cfg_.web;
+      cfg->web_config_file = cfg_.web_config_file;
+    } else {
+      spdlog::info("web config {}: new connections use it", cfg->web ? cfg->web->path : "(none)");
+      for (const auto& note : cfg->web ? cfg->web->notes : std::vector<std::string>{}) spdlog::warn("{}", note);
+    }
+  }
   ListenAddress listen = cfg_.listen;
   cfg_ = std::move(*cfg);
   cfg_.listen = listen;
@@ -428,6 +440,7 @@ void Agent::Impl::reload() {
 }
 
 void Agent::Impl::updateSelf() {
+  if (server_) self_.http = server_->stats();
   if (auto st = self_fs_.readFile("/proc/self/statm")) {
     static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     if (auto rss = parseStatmResidentBytes(*st, page)) self_.rss_bytes = *rss;
@@ -540,6 +553,12 @@ void Agent::Impl::sample() {
 }
 
 Status Agent::Impl::run() {
+  // Sockets count against the descriptor limit: up to its hard limit, as Go's runtime does (the
+  // soft 1024 a unit or shell gives is a relic of select(2), which the agent never uses).
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 65536);
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
   startSensors();
   // Loading the sensors parsed the kernel's BTF (megabytes, freed now): handed back at once.
   // Each sample then frees and takes again a few MiB (the processes, the snapshot): kept in the
@@ -566,16 +585,28 @@ Status Agent::Impl::run() {
   }
   api_.publishJournal(incidents_.state());
   api_.configure(apiSettingsOf(cfg_));
-  auto server = HttpServer::start(cfg_.listen, api_.getRoutes(), api_.postRoutes());
-  // A port in use (or not this machine's address) is the operator's to change: exit 2.
-  if (!server) return server.error().wrap("--listen").as(ErrorKind::kBadInput);
+  auto server = HttpServer::start(cfg_.listen, api_.getRoutes(), api_.postRoutes(), cfg_.web);
+  // A port in use (or not this machine's address), or certificates that cannot be used, are
+  // the operator's to change: exit 2.
+  if (!server)
+    return server.error()
+        .wrap(cfg_.web && server.error().message.starts_with("web config") ? "--web.config.file" : "--listen")
+        .as(ErrorKind::kBadInput);
   server_ = std::move(*server);
+  if (cfg_.web)
+    for (const auto& note : cfg_.web->notes) spdlog::warn("{}", note);
+  bool guarded = cfg_.web && (cfg_.web->tls || !cfg_.web->basic_auth_users.empty());
+  if (!guarded && !cfg_.listen.loopback())
+    spdlog::warn(
+        "listening on {} without TLS or basic auth: whoever reaches this port reads every cgroup's and "
+        "process's memory{}; give --web.config.file, or listen on 127.0.0.1 (docs/operations.md)",
+        server_->address(), cfg_.probe_enabled ? " and can run probes" : "");
   const CgroupHierarchy& h = source_.collector->hierarchy();
   spdlog::info(
-      "headroom {} serving on http://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms{}), cgroup v{} "
+      "headroom {} serving on {}://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms{}), cgroup v{} "
       "memory at {}",
-      kVersion, server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "", h.version(),
-      source_.fs->display(h.mount().mount_point));
+      kVersion, server_->tls() ? "https" : "http", server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "",
+      h.version(), source_.fs->display(h.mount().mount_point));
   if (auto w = h.nsWarning())
     spdlog::warn("{}", *w);
   else

@@ -465,6 +465,16 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kCgroupsMissing, {}, num(snap.stats.cgroups_missing.size()));
 }
 
+void emitHttp(SeriesSink& sink, const HttpServerStats& http) {
+  sink.add(kHttpConnections, {}, num(http.connections));
+  sink.add(kHttpConnectionsOpen, {}, num(http.open));
+  sink.add(kHttpRequests, {}, num(http.requests));
+  for (const auto& [reason, n] : {std::pair{"timeout", http.timeouts}, std::pair{"evicted", http.evicted},
+                                  std::pair{"busy", http.busy}, std::pair{"too_large", http.too_large},
+                                  std::pair{"tls", http.tls_failures}, std::pair{"unauthorized", http.unauthorized}})
+    sink.add(kHttpRefused, {reason}, num(n));
+}
+
 void emitSensors(SeriesSink& sink, const Snapshot& snap, const SensorCounters& counters) {
   for (const SensorStatus& s : snap.sensors) {
     for (SensorState st : {SensorState::kActive, SensorState::kDegraded, SensorState::kOff}) {
@@ -601,7 +611,8 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     sink.begin(limits.max_series - reserved);
 
     // In priority order: what the agent says of itself and its sensors, the host, then the
-    // cgroups by usage, then the process groups by RSS. The cap cuts from the end.
+    // cgroups by usage, the HTTP endpoint's connections, then the process groups by RSS. The
+    // cap cuts from the end.
     emitAgent(sink, snap, self, update_failures);
     emitSensors(sink, snap, counters);
     emitHost(sink, snap.host);
@@ -642,6 +653,7 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
       emitCgroup(sink, *cgroups[i]);
     }
     sink.setCountingOnly(false);
+    emitHttp(sink, self.http);
 
     const ProcessGroups groups = groupProcesses(snap, left_out, limits.top_processes);
     for (const ProcessGroup& g : groups.shown) emitProcessGroup(sink, g);

@@ -45,6 +45,16 @@ std::vector<MetricInfo> buildCatalog() {
        "Damaged journal records found (a torn tail set aside at start, corrupt lines skipped)."},
       {kJournalBytes, kG, {}, "Size of the journal file, in bytes."},
       {kSelfReportFailures, kC, {}, "Samples where the prover's self-reported memory use could not be read."},
+      {kHttpConnections, kC, {}, "Connections the HTTP endpoint accepted."},
+      {kHttpConnectionsOpen, kG, {}, "Connections the HTTP endpoint serves now."},
+      {kHttpRequests, kC, {}, "Requests the HTTP endpoint answered, whatever the status."},
+      {kHttpRefused,
+       kC,
+       {"reason"},
+       "Connections and requests the HTTP endpoint refused or closed early: timeout (a request, handshake or response "
+       "past its deadline), evicted (waiting for a request while others waited for a thread), busy (too many waiting: "
+       "503), too_large (headers over 16 KiB: 431), tls (a failed handshake or a client certificate not allowed), "
+       "unauthorized (no or wrong basic auth: 401)."},
       {kUpdateFailures, kC, {}, "Exporter updates that failed (the previous update's series stay)."},
       {kScrapeDuration, kG, {}, "Duration of the previous scrape's rendering, in seconds."},
       {kSeries, kG, {}, "Series exported by the last update, this one included."},

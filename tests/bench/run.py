@@ -13,6 +13,7 @@
 - The agent's own footprint sampling at 50x its default rate: RSS early and late (no growth
   with uptime), CPU and wall time per sample; and on its defaults at rest, CPU and wakeups a
   second.
+- The scrape latency at rest and while clients abuse the HTTP endpoint (tests/bench/http_abuse.py).
 - The per-process sampling cost (tests/bench/processes.py): the agent with 1 s samples at 100,
   1,000 and 5,000 processes (task iterator, /proc, and the agent before either) beside
   node_exporter and process-exporter, and one sample's CPU by phase.
@@ -352,6 +353,8 @@ def main():
     sizes = [100, 1000, 5000]
     exporters, results = processes.run(BUILD, sizes, processes.DEFAULT_SECONDS)
     table += "\n" + processes.table(exporters, results, sizes, processes.DEFAULT_SECONDS)
+    import http_abuse
+    table += "\n" + http_abuse.table(http_abuse.run(BUILD, 20), 20)
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
         f.write(f"# headroom benchmarks ({time.strftime('%Y-%m-%d %H:%M:%S')}, {os.uname().release}, "

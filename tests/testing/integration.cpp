@@ -125,7 +125,8 @@ AgentProcess::AgentProcess(std::vector<std::string> args, Options options) {
   auto c = ChildProcess::spawn(argv);
   if (!c) throw std::runtime_error(c.error().describe());
   child_.emplace(std::move(*c));
-  static const std::regex kServing(R"(serving on http://127\.0\.0\.1:([0-9]+)(?: \(([^)]*)\))?)");
+  // 127.0.0.1, or every address (0.0.0.0: the test reaches it on 127.0.0.1 all the same).
+  static const std::regex kServing(R"(serving on https?://(?:127\.0\.0\.1|0\.0\.0\.0):([0-9]+)(?: \(([^)]*)\))?)");
   while (auto line = child_->readLine(30s)) {
     log_.push_back(*line);
     std::smatch m;

@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "headroom/controller/controller.h"
 #include "headroom/exporter/http.h"
+#include "headroom/exporter/web_config.h"
 #include "headroom/model/roles.h"
 #include "headroom/sensors/config.h"
 #include "headroom/util/logging.h"
@@ -56,6 +58,10 @@ inline SensorsConfig agentSensors() {
 
 struct AgentConfig {
   ListenAddress listen;
+  // [web] config_file (--web.config.file): TLS and basic auth for the endpoint, in the
+  // Prometheus exporters' web configuration format; read (and checked) with the config.
+  std::string web_config_file;
+  std::optional<WebConfig> web;
   std::chrono::milliseconds interval{5000};  // between samples
   // Memory cgroups to watch (paths inside the hierarchy) with their subtrees; empty: every
   // memory cgroup that holds a process.

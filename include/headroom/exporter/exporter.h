@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "headroom/controller/controller.h"
+#include "headroom/exporter/http.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/readings.h"
@@ -65,6 +66,7 @@ struct AgentSelf {
   std::uint64_t journal_damaged_records_total = 0;
   std::uint64_t journal_bytes = 0;
   std::uint64_t self_report_failures_total = 0;
+  HttpServerStats http;  // the HTTP endpoint's connections
 };
 
 class Exporter {

@@ -119,6 +119,30 @@ TEST(AgentCli, APortInUseIsExitCode2NamingIt) {
   EXPECT_NE(r.err.find("headroom agent: --listen: cannot listen on " + listen), std::string::npos) << r.err;
 }
 
+TEST(AgentCli, AWebConfigWithAMistakeIsExitCode2NamingTheFileLineAndKey) {
+  auto dir = std::filesystem::temp_directory_path() / fmt::format("headroom-web-cli-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::string web = (dir / "web.yml").string();
+  std::ofstream(web) << "# hand-made\nbasic_auth_users:\n  prometheus: hunter2\n";
+  auto r = runCommand({HEADROOM_BINARY, "agent", "--web.config.file", web, "--check-config"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("headroom agent: --web.config.file " + web +
+                       ": line 3: basic_auth_users.prometheus: must be a bcrypt hash"),
+            std::string::npos)
+      << r.err;
+  // Certificates that cannot be loaded: found when the agent starts, before it serves.
+  std::ofstream(web) << "tls_server_config:\n  cert_file: /etc/hostname\n  key_file: /etc/hostname\n";
+  auto start = runCommand({HEADROOM_BINARY, "agent", "--web.config.file", web, "--listen", "127.0.0.1:0",
+                           "--sensors.bpf", "false", "--journal.enabled", "false"});
+  EXPECT_EQ(start.exit_code, 2) << start.err;
+  EXPECT_NE(start.err.find("tls_server_config.cert_file /etc/hostname"), std::string::npos) << start.err;
+  auto none =
+      runCommand({HEADROOM_BINARY, "agent", "--web.config.file", (dir / "absent.yml").string(), "--check-config"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("absent.yml"), std::string::npos) << none.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(AgentCli, ABoolFlagAloneMeansTrue) {
   auto r = runCommand({HEADROOM_BINARY, "agent", "--sensors.bpf", "--check-config"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
