@@ -180,7 +180,14 @@ int run(int argc, char** argv) {
                    "bytes, mib, gib (whole units, rounded down), env (shell assignments), json")
       ->check(CLI::IsMember({"bytes", "mib", "gib", "env", "json"}))
       ->capture_default_str();
-  budget->add_option("--agent", budget_opts.agent_url, "Ask the agent at this URL first")->capture_default_str();
+  budget->add_option("--agent", budget_opts.agent_url, "Ask the agent at this URL first (http:// or https://)")
+      ->capture_default_str();
+  budget->add_option("--agent-ca", budget_opts.agent_ca, "https: the CA the agent's certificate must chain to");
+  budget->add_option("--agent-cert", budget_opts.agent_cert, "https: a client certificate for the agent");
+  budget->add_option("--agent-key", budget_opts.agent_key, "https: the client certificate's key");
+  budget->add_option("--agent-user", budget_opts.agent_user, "Basic auth: the user");
+  budget->add_option("--agent-password-file", budget_opts.agent_password_file,
+                     "Basic auth: a file holding the password (its first line)");
   budget->add_flag("--local", budget_opts.local, "Never ask the agent: compute the budget here");
   budget->add_option("--cgroup", budget_opts.cgroup, "Local: the prover's memory cgroup; default: the caller's own");
   budget->add_option("--role-rule", budget_opts.role_rules, "Local: ROLE=KIND:VALUE rules that say who the prover is");

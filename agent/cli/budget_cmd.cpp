@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -46,13 +47,26 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
   std::string base = opts.agent_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::string url = base + "/v1/budget";
-  auto r = httpGet(url, kAgentTimeout);
+  HttpClientAuth auth{opts.agent_ca, opts.agent_cert, opts.agent_key, opts.agent_user, ""};
+  if (!opts.agent_password_file.empty()) {
+    std::ifstream in(opts.agent_password_file);
+    if (!in || !std::getline(in, auth.password))
+      return makeError(errno, fmt::format("--agent-password-file {}: cannot be read", opts.agent_password_file))
+          .as(ErrorKind::kBadInput);
+  }
+  auto r = httpGet(url, kAgentTimeout, auth);
   if (!r) return r.error();
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (r->status != 200) {
     std::string why = j.is_object() && j.contains("error") && j["error"].is_string()
                           ? j["error"].get<std::string>()
                           : fmt::format("HTTP {}", r->status);
+    // Credentials the agent refuses are the caller's to fix, not a reason to compute elsewhere.
+    if (r->status == 401)
+      return makeError(
+                 0, fmt::format("{} answered 401: {} (--agent-user, --agent-password-file)", url,
+                                opts.agent_user.empty() ? "it asks for basic auth" : "the user or password is wrong"))
+          .as(ErrorKind::kBadInput);
     bool refused = j.is_object() && j.contains("decision") && j["decision"].is_object() &&
                    (opts.cgroup.empty() || normaliseCgroupPath(opts.cgroup) == j.value("cgroup", ""));
     return makeError(refused ? ErrorKind::kUnavailable : ErrorKind::kIo,
@@ -171,6 +185,10 @@ int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostre
       return kExitOk;
     }
     agent_said = a.error().describe();
+    if (a.error().kind == ErrorKind::kBadInput) {
+      err << "headroom budget: " << agent_said << "\n";
+      return kExitBadInput;
+    }
     if (a.error().kind == ErrorKind::kUnavailable) {
       err << "headroom budget: no budget: " << agent_said << "\n";
       return kExitFailure;

@@ -76,21 +76,27 @@ Result<ListenAddress> parseListenAddress(std::string_view text) {
   return listenAddressFromText(text).wrap(fmt::format("listen address {}", quotedText(text)));
 }
 
-Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.rfind(kScheme, 0) != 0)
-    return makeError(EINVAL, fmt::format("{}: not an http:// URL (e.g. http://127.0.0.1:9464/v1/budget)", url));
-  auto slash = url.find('/', kScheme.size());
+Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout, const HttpClientAuth& auth) {
+  std::string_view scheme = url.rfind("https://", 0) == 0 ? "https://" : "http://";
+  if (url.rfind(scheme, 0) != 0)
+    return makeError(EINVAL,
+                     fmt::format("{}: not an http:// or https:// URL (e.g. http://127.0.0.1:9464/v1/budget)", url));
+  auto slash = url.find('/', scheme.size());
   std::string base = url.substr(0, slash);
   std::string path = slash == std::string::npos ? "/" : url.substr(slash);
-  if (base.size() == kScheme.size()) return makeError(EINVAL, fmt::format("{}: no host", url));
-  httplib::Client c(base);
+  if (base.size() == scheme.size()) return makeError(EINVAL, fmt::format("{}: no host", url));
+  httplib::Client c(base, auth.cert_file, auth.key_file);
   if (!c.is_valid()) return makeError(EINVAL, fmt::format("{}: not a valid URL", url));
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
   auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(timeout - secs);
   c.set_connection_timeout(secs.count(), usecs.count());
   c.set_read_timeout(secs.count(), usecs.count());
   c.set_write_timeout(secs.count(), usecs.count());
+  if (scheme == "https://") {
+    c.enable_server_certificate_verification(true);
+    if (!auth.ca_file.empty()) c.set_ca_cert_path(auth.ca_file);
+  }
+  if (!auth.user.empty()) c.set_basic_auth(auth.user, auth.password);
   auto r = c.Get(path);
   if (!r) return makeError(0, fmt::format("GET {}: {}", url, httplib::to_string(r.error())));
   HttpResponse out;

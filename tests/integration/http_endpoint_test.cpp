@@ -394,11 +394,45 @@ basic_auth_users:
   prometheus: {}
 )",
                                                         hash));
-  Agent agent(quietAgent({"--web.config.file", web}));
+  auto sb = headroom::testing::CgroupSandbox::create("http-tls");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(512 * kMiB));
+  Agent agent(quietAgent({"--web.config.file", web, "--budget.cgroup", sb->path(), "--budget.margin-floor", "16MiB"}));
   ASSERT_TRUE(agent.waitLog("serving on https://127.0.0.1:"));
   std::string base = fmt::format("https://127.0.0.1:{}", agent.port());
   std::vector<std::string> ok = {"--cacert", pki.ca, "-u", "prometheus:s3cret scrape"};
   ASSERT_TRUE(waitHealthyOverTls(agent.port(), ok));
+  // A launch script asks the agent for the budget over TLS with basic auth; a wrong password
+  // is exit 2, not a budget computed elsewhere.
+  std::string password = pki.dir.file("password", "s3cret scrape\n");
+  std::vector<std::string> budget = {HEADROOM_BINARY,
+                                     "budget",
+                                     "--format",
+                                     "json",
+                                     "--agent",
+                                     base,
+                                     "--agent-ca",
+                                     pki.ca,
+                                     "--agent-user",
+                                     "prometheus",
+                                     "--agent-password-file"};
+  auto asked = runCommand([&] {
+    auto v = budget;
+    v.push_back(password);
+    return v;
+  }());
+  EXPECT_EQ(asked.exit_code, 0) << asked.err;
+  auto answer = nlohmann::json::parse(asked.out, nullptr, false);
+  ASSERT_TRUE(answer.is_object()) << asked.out << asked.err;
+  EXPECT_EQ(answer["source"], "agent") << asked.out;
+  EXPECT_EQ(answer["cgroup"], sb->path()) << asked.out;
+  auto refused = runCommand([&] {
+    auto v = budget;
+    v.push_back(pki.dir.file("wrong", "guess\n"));
+    return v;
+  }());
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("answered 401: the user or password is wrong"), std::string::npos) << refused.err;
   EXPECT_EQ(curlStatus(base + "/metrics", {"--cacert", pki.ca}), "401");
   EXPECT_EQ(curlStatus(base + "/metrics", {"--cacert", pki.ca, "-u", "prometheus:wrong"}), "401");
   EXPECT_EQ(curlStatus(base + "/metrics", {"--cacert", pki.ca, "-u", "nobody:s3cret scrape"}), "401");

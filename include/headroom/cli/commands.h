@@ -107,6 +107,10 @@ struct BudgetCliOptions {
   std::string root = "/";
   std::string format = "bytes";  // bytes, gib, mib, env, json
   std::string agent_url = "http://127.0.0.1:9464";
+  // An agent behind a web config (https://, basic auth): the CA that signed its certificate, a
+  // client certificate and key, a user and the file holding the password (never a flag: a
+  // command line is visible to every user of the machine).
+  std::string agent_ca, agent_cert, agent_key, agent_user, agent_password_file;
   bool local = false;                   // never ask the agent
   std::string cgroup;                   // local: the prover's cgroup; "" = the caller's own
   std::vector<std::string> role_rules;  // local: who the prover is

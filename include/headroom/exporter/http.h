@@ -109,9 +109,17 @@ class HttpServer {
   std::thread thread_;
 };
 
-// GET `url` ("http://HOST:PORT/PATH"; http only) with `timeout` for connecting and again for
-// reading. Any HTTP status is a response; an error is a URL that is not one, or no answer
-// (refused, unreachable, timed out), naming the URL.
-Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout);
+// How a client proves itself to, and checks, an endpoint behind a web config (TLS, basic auth).
+struct HttpClientAuth {
+  std::string ca_file;              // https: the CA the server's certificate must chain to ("": the system's)
+  std::string cert_file, key_file;  // https: a client certificate, when the server asks for one
+  std::string user, password;       // basic auth, when `user` is not empty
+};
+
+// GET `url` ("http://HOST:PORT/PATH" or "https://...") with `timeout` for connecting and again
+// for reading. Any HTTP status is a response; an error is a URL that is not one, or no answer
+// (refused, unreachable, timed out, a certificate that does not verify), naming the URL.
+Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout,
+                             const HttpClientAuth& auth = {});
 
 }  // namespace headroom
