@@ -664,8 +664,10 @@ class Poller {
     [[maybe_unused]] auto n = ::write(wake_, &one, sizeof(one));
     poller_.join();
     {
+      // A worker waiting on a slow client is woken at once rather than at its deadline.
       std::lock_guard lk(ready_m_);
       ready_stop_ = true;
+      for (Connection* c : serving_) ::shutdown(c->fd, SHUT_RDWR);
     }
     ready_cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -678,9 +680,13 @@ class Poller {
  private:
   void loop() {
     std::array<epoll_event, 64> events{};
-    auto next_check = Clock::now();
     for (;;) {
-      int timeout = waiting_.empty() ? -1 : 100;
+      // Awake for events, or at the next deadline of a connection waiting: none, no wakeups.
+      int timeout = -1;
+      if (!waiting_.empty()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline_ - Clock::now()).count();
+        timeout = static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+      }
       int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), timeout);
       for (int i = 0; i < n; ++i) {
         if (events[static_cast<std::size_t>(i)].data.ptr == nullptr) {
@@ -698,11 +704,7 @@ class Poller {
         arrived.swap(incoming_);
       }
       for (auto& c : arrived) admit(std::move(c));
-      auto now = Clock::now();
-      if (now >= next_check) {
-        next_check = now + std::chrono::milliseconds(100);
-        expire(now);
-      }
+      if (auto now = Clock::now(); now >= next_deadline_) expire(now);
     }
     for (auto& [c, owned] : waiting_) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c->fd, nullptr);
     waiting_.clear();
@@ -721,6 +723,7 @@ class Poller {
     }
     c->since = Clock::now();
     c->deadline = c->since + (c->answered ? limits_.idle_timeout : limits_.request_timeout);
+    if (waiting_.empty() || c->deadline < next_deadline_) next_deadline_ = c->deadline;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = c.get();
@@ -758,8 +761,13 @@ class Poller {
 
   void expire(Clock::time_point now) {
     std::vector<Connection*> late;
-    for (const auto& [c, owned] : waiting_)
-      if (now >= c->deadline) late.push_back(c);
+    next_deadline_ = Clock::time_point::max();
+    for (const auto& [c, owned] : waiting_) {
+      if (now >= c->deadline)
+        late.push_back(c);
+      else
+        next_deadline_ = std::min(next_deadline_, c->deadline);
+    }
     for (Connection* c : late) {
       // A kept-alive connection's idle time running out is no fault; a request that never came
       // whole (or a handshake that never ended) is.
@@ -802,8 +810,14 @@ class Poller {
         if (ready_stop_) return;
         c = std::move(ready_.front());
         ready_.pop_front();
+        serving_.push_back(c.get());
       }
-      if (serve_(*c)) {
+      bool keep = serve_(*c);
+      {
+        std::lock_guard lk(ready_m_);
+        serving_.erase(std::find(serving_.begin(), serving_.end(), c.get()));
+      }
+      if (keep) {
         c->answered = true;
         watch(std::move(c));
       }
@@ -822,6 +836,8 @@ class Poller {
   std::condition_variable ready_cv_;
   bool ready_stop_ = false;
   std::deque<std::unique_ptr<Connection>> ready_;
+  std::vector<Connection*> serving_;                            // by the workers now
+  Clock::time_point next_deadline_ = Clock::time_point::max();  // the poller thread's alone
   std::thread poller_;
   std::vector<std::thread> workers_;
 };
