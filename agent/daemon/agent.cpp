@@ -1,6 +1,7 @@
 // The agent's main thread: the sampling loop and everything it drives. See daemon/agent.h.
 #include "headroom/daemon/agent.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <malloc.h>
 #include <signal.h>
@@ -34,6 +35,8 @@
 #include "headroom/sources/self_report.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/logging.h"
+#include "headroom/util/numbers.h"
+#include "headroom/util/units.h"
 #include "headroom/version.h"
 
 namespace headroom {
@@ -149,6 +152,10 @@ class SelfReportFetcher {
 };
 
 constexpr const char* kSampling = "sampling";
+constexpr const char* kJournalWrite = "journal-write";
+// An oom_score_adj at or below this takes half the machine's memory off the agent's badness: the
+// OOM killer picks it only when nothing else is left to pick.
+constexpr int kProtectedOomScoreAdj = -500;
 constexpr const char* kSelfReport = "self-report";
 
 }  // namespace
@@ -200,6 +207,10 @@ struct Agent::Impl {
         "the OOM journal is off: {} (the agent keeps running; set journal.path or --journal to another place)",
         e.describe());
   }
+  // Writes the OOM records that wait in memory (the journal failed), says what was written.
+  void flushJournal();
+  // The agent's own oom_score_adj, read at each sample: said at start and when it changes.
+  void readOomScoreAdj();
   std::size_t consumeEvents();  // returns the OOM kills among them
   void handleOom(const OomEvent& e);
   bool kernelOomSource() const;
@@ -361,17 +372,56 @@ void Agent::Impl::handleOom(const OomEvent& e) {
   spdlog::warn("{}", describeOom(e));
   // The record first: it holds the budget in force at the kill, before the kill grows it.
   IncidentFacts facts{&budget_, self_reported_, sensors_->status(), host_, cfg_.top_processes};
+  flushJournal();  // records that wait go first, in the order of their kills
+  const std::uint64_t dropped = incidents_.dropped();
   if (auto id = incidents_.record(e, facts)) {
     if (*id) {
       spdlog::info("journal: OOM kill recorded as record {} in {} (headroom report --id {})", **id,
                    incidents_.writer()->path(), **id);
     } else {
-      ++self_.journal_write_failures_total;
-      spdlog::error("journal: the OOM kill could not be recorded: {}", id->error().describe());
+      // Said once while the journal fails; each kill it could not take is on /healthz and counted.
+      once_.say(kJournalWrite,
+                fmt::format("journal: the OOM kill could not be recorded: {} (kept in memory, {} waiting: written "
+                            "when the journal can take it; /healthz says \"degraded\")",
+                            id->error().describe(), incidents_.pending()),
+                spdlog::level::err);
     }
+    if (incidents_.dropped() > dropped)
+      spdlog::error("journal: {} waiting record(s) of earlier OOM kills dropped: more than {} records or {} wait",
+                    incidents_.dropped() - dropped, IncidentJournal::kMaxPendingRecords,
+                    formatBytes(IncidentJournal::kMaxPendingBytes));
+    api_.publishJournal(incidents_.state());
   }
   if (budget_.onOomKill(e, last.get(), roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
   api_.publishOom(e);
+}
+
+void Agent::Impl::flushJournal() {
+  if (incidents_.pending() == 0) return;
+  for (const IncidentJournal::Flushed& f : incidents_.flush())
+    spdlog::info(
+        "journal: OOM kill of {} recorded as record {} in {} once the journal could take it (headroom report "
+        "--id {})",
+        fmt::format("{:%FT%TZ}", fmt::gmtime(static_cast<std::time_t>(f.kill_wall_ns / 1'000'000'000))), f.id,
+        incidents_.writer()->path(), f.id);
+  if (incidents_.pending() == 0) once_.clear(kJournalWrite, "journal: writing works again; no record waits");
+  api_.publishJournal(incidents_.state());
+}
+
+void Agent::Impl::readOomScoreAdj() {
+  auto text = self_fs_.readFile("/proc/self/oom_score_adj");
+  if (!text) return;
+  auto v = parseI64(trim(*text));
+  if (!v || (self_.oom_score_adj && *self_.oom_score_adj == *v)) return;
+  self_.oom_score_adj = static_cast<int>(*v);
+  if (*v <= kProtectedOomScoreAdj)
+    spdlog::info("oom_score_adj {}: the OOM killer passes over the agent while anything else can be killed", *v);
+  else
+    spdlog::warn(
+        "oom_score_adj {}: the agent is not protected from the OOM killer and may be the victim where it shares a "
+        "limit (the systemd unit sets OOMScoreAdjust=-900; lowering it needs CAP_SYS_RESOURCE or the service "
+        "manager)",
+        *v);
 }
 
 std::size_t Agent::Impl::consumeEvents() {
@@ -450,16 +500,19 @@ void Agent::Impl::updateSelf() {
     self_.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   }
+  readOomScoreAdj();
   if (const JournalWriter* w = incidents_.writer()) {
     const JournalStats& js = w->stats();
     self_.journal_up = true;
     self_.journal_records_total = js.records_written;
-    self_.journal_write_failures_total = std::max(self_.journal_write_failures_total, js.write_failures);
     self_.journal_damaged_records_total = js.damaged_records;
     self_.journal_bytes = js.bytes;
   } else {
     self_.journal_up = false;
   }
+  self_.journal_write_failures_total = incidents_.writeFailures();
+  self_.journal_pending_records = incidents_.pending();
+  self_.journal_dropped_records_total = incidents_.dropped();
 }
 
 SensorCounters Agent::Impl::counters() const {
@@ -536,6 +589,7 @@ void Agent::Impl::sample() {
   // Against the last sample, before this one is kept.
   for (const OomEvent& e : counted_.update(incidents_.last().get(), *snap, kernelOomSource())) handleOom(e);
   auto budget = updateBudget(*snap);
+  flushJournal();  // a journal that failed is tried again each sample
 
   ++self_.samples_total;
   self_.last_sample_duration_s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -152,6 +152,13 @@ HttpResponse HttpApi::healthz() const {
       j["status"] = "ok";
     }
   }
+  // Something that works but loses what it is for (OOM records waiting in memory): "degraded",
+  // said with why, and still 200. A liveness probe that restarted the agent for it would lose
+  // those records and mend nothing: a full or read-only disk is the operator's to fix.
+  j["degraded"] = nlohmann::json::array();
+  if (journal_.is_object() && journal_.value("state", "") == "degraded")
+    j["degraded"].push_back(fmt::format("journal: {}", journal_.value("reason", "")));
+  if (status == 200 && !j["degraded"].empty()) j["status"] = "degraded";
   j["interval_seconds"] = static_cast<double>(interval_ns_) / 1e9;
   j["uptime_seconds"] = static_cast<double>(now - started_mono_ns_) / 1e9;
   j["samples_total"] = samples_total_;

@@ -1,8 +1,10 @@
 #include "headroom/daemon/incidents.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "headroom/util/clock.h"
+#include "headroom/util/json.h"
 
 namespace headroom {
 namespace {
@@ -46,8 +48,71 @@ Status IncidentJournal::configure(const JournalConfig& cfg) {
 }
 
 nlohmann::json IncidentJournal::state() const {
-  if (writer_) return {{"state", "on"}, {"path", writer_->path()}};
-  return {{"state", "off"}, {"path", cfg_.path}, {"reason", off_}};
+  nlohmann::json j;
+  if (writer_ && failing_.empty()) {
+    j = {{"state", "on"}, {"path", writer_->path()}};
+  } else if (writer_) {
+    j = {{"state", "degraded"},
+         {"path", writer_->path()},
+         {"reason", fmt::format("writing failed: {}; {} record(s) kept in memory, retried at each sample", failing_,
+                                pending_.size())}};
+  } else {
+    j = {{"state", "off"}, {"path", cfg_.path}, {"reason", off_}};
+  }
+  j["pending_records"] = pending_.size();
+  j["dropped_records"] = dropped_;
+  return j;
+}
+
+void IncidentJournal::wait(Pending p, const Error& why) {
+  failing_ = why.describe();
+  pending_bytes_ += p.bytes;
+  pending_.push_back(std::move(p));
+  // The newest stay: a journal broken for long keeps the latest kills, and at least the one
+  // that just came, whatever its size.
+  while (pending_.size() > 1 && (pending_.size() > kMaxPendingRecords || pending_bytes_ > kMaxPendingBytes)) {
+    pending_bytes_ -= pending_.front().bytes;
+    pending_.pop_front();
+    ++dropped_;
+  }
+}
+
+Result<std::uint64_t> IncidentJournal::write(nlohmann::json record, std::int64_t kill_wall_ns) {
+  if (!pending_.empty()) {
+    // Behind the records that wait (their write failed a moment ago): in the order of the kills.
+    Error e = makeError(ErrorKind::kIo, failing_);
+    const std::size_t bytes = dumpJson(record).size();
+    wait(Pending{std::move(record), kill_wall_ns, bytes}, e);
+    return unexpected(e);
+  }
+  auto id = writer_->append(record);  // a copy: kept for a retry if it fails
+  if (id) {
+    failing_.clear();
+    return id;
+  }
+  ++write_failures_;
+  const std::size_t bytes = dumpJson(record).size();
+  wait(Pending{std::move(record), kill_wall_ns, bytes}, id.error());
+  return id;
+}
+
+std::vector<IncidentJournal::Flushed> IncidentJournal::flush() {
+  std::vector<Flushed> out;
+  if (!writer_) return out;
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    auto id = writer_->append(p.record);
+    if (!id) {
+      ++write_failures_;
+      failing_ = id.error().describe();
+      return out;
+    }
+    out.push_back(Flushed{*id, p.kill_wall_ns});
+    pending_bytes_ -= p.bytes;
+    pending_.pop_front();
+  }
+  failing_.clear();
+  return out;
 }
 
 void IncidentJournal::fly(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported) {
@@ -66,7 +131,7 @@ void IncidentJournal::keep(std::shared_ptr<const Snapshot> snap) {
     recent_.pop_front();
 }
 
-std::optional<Result<std::uint64_t>> IncidentJournal::record(const OomEvent& e, const IncidentFacts& facts) const {
+std::optional<Result<std::uint64_t>> IncidentJournal::record(const OomEvent& e, const IncidentFacts& facts) {
   if (!writer_) return std::nullopt;
   // The kill's time on both clocks: the kernel's monotonic stamp, and the wall clock by the
   // distance from now.
@@ -97,7 +162,7 @@ std::optional<Result<std::uint64_t>> IncidentJournal::record(const OomEvent& e, 
   ctx.host = facts.host;
   ctx.top_per_role = facts.top_per_role;
   ctx.kill_wall_ns = kill_wall;
-  return writer_->append(makeOomRecord(ctx));
+  return write(makeOomRecord(ctx), kill_wall);
 }
 
 std::vector<OomEvent> CountedOoms::update(const Snapshot* previous, const Snapshot& now, bool kernel_source) {

@@ -458,6 +458,9 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kJournalWriteFailures, {}, num(self.journal_write_failures_total));
   sink.add(kJournalDamaged, {}, num(self.journal_damaged_records_total));
   sink.add(kJournalBytes, {}, num(self.journal_bytes));
+  sink.add(kJournalPending, {}, num(self.journal_pending_records));
+  sink.add(kJournalDropped, {}, num(self.journal_dropped_records_total));
+  if (self.oom_score_adj) sink.add(kOomScoreAdj, {}, static_cast<double>(*self.oom_score_adj));
   sink.add(kSelfReportFailures, {}, num(self.self_report_failures_total));
   sink.add(kUpdateFailures, {}, num(update_failures));
   sink.add(kProcessesTracked, {}, num(snap.stats.processes_read));

@@ -444,6 +444,14 @@ Result<std::uint64_t> JournalWriter::append(nlohmann::json record) {
     // reported as failed must not turn up later.
     dirty_ = true;
     (void)cutBack();
+    // A file system that failed (full, read-only, an I/O error) is put right by freeing space,
+    // remounting it, or another volume at the same path: the next append opens the path again
+    // rather than keep a descriptor on what failed (which would also keep a read-only remount
+    // from happening). The descriptor stays only while a partial frame still needs cutting off.
+    if (!dirty_) {
+      ::close(fd_);
+      fd_ = -1;
+    }
     return failed(st.error());
   }
   stats_.bytes += frame.size();

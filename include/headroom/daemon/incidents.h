@@ -35,12 +35,21 @@ struct IncidentFacts {
   std::size_t top_per_role = 10;
 };
 
+// A record the journal could not take (a full or read-only file system, an I/O error) is kept
+// in memory, the newest first to stay, within kMaxPendingRecords and kMaxPendingBytes, and
+// written by the next flush() that succeeds: a journal whose disk fills up loses no kill that
+// happened while the backlog had room, and one that stays broken cannot grow the agent.
 class IncidentJournal {
  public:
+  static constexpr std::size_t kMaxPendingRecords = 64;
+  static constexpr std::size_t kMaxPendingBytes = 16ULL << 20;  // dumped JSON, all waiting records together
+
   // Opens (again) as the config says; a journal that cannot open is off, and the error says why
   // (the caller says it once: the agent's start refuses an explicit path, a reload runs on).
+  // Records waiting in memory stay, for the journal the config names now.
   Status configure(const JournalConfig& cfg);
-  // {"state": "on", "path"} or {"state": "off", "path", "reason"}, for /healthz.
+  // {"state": "on" | "degraded" | "off", "path", "reason" (degraded, off), "pending_records",
+  // "dropped_records"}, for /healthz. Degraded: open, but the last write failed and records wait.
   nlohmann::json state() const;
   const JournalWriter* writer() const { return writer_.get(); }
 
@@ -55,10 +64,32 @@ class IncidentJournal {
   // The kill's record. The breakdown is that of the last sample read whole before the kill (one
   // that began before it but read the victim's cgroup after it would show the memory freed); the
   // flight recorder's points up to the kill. Returns the record's id, or why it was not written
-  // (nullopt when the journal is off).
-  std::optional<Result<std::uint64_t>> record(const OomEvent& e, const IncidentFacts& facts) const;
+  // (then it waits in memory for flush(), behind any that wait already); nullopt when the
+  // journal is off.
+  std::optional<Result<std::uint64_t>> record(const OomEvent& e, const IncidentFacts& facts);
+
+  // Writes the records waiting in memory, oldest first, until one fails.
+  struct Flushed {
+    std::uint64_t id = 0;
+    std::int64_t kill_wall_ns = 0;  // the kill it records
+  };
+  std::vector<Flushed> flush();
+
+  std::size_t pending() const { return pending_.size(); }
+  std::uint64_t dropped() const { return dropped_; }               // waiting records given up (over the bounds)
+  std::uint64_t writeFailures() const { return write_failures_; }  // failed writes, each retry counted
+  const std::string& failing() const { return failing_; }          // the last write error while records wait
 
  private:
+  struct Pending {
+    nlohmann::json record;
+    std::int64_t kill_wall_ns = 0;
+    std::size_t bytes = 0;
+  };
+  // Appends, or keeps the record waiting when the journal fails.
+  Result<std::uint64_t> write(nlohmann::json record, std::int64_t kill_wall_ns);
+  void wait(Pending p, const Error& why);
+
   JournalConfig cfg_;
   bool configured_ = false;
   std::unique_ptr<JournalWriter> writer_;
@@ -68,6 +99,11 @@ class IncidentJournal {
   // come in already: the records reach back past the OOM sources' settle time (2 s): every
   // sample a kill after which could still be handed over, at least two.
   std::deque<std::shared_ptr<const Snapshot>> recent_;
+  std::deque<Pending> pending_;
+  std::size_t pending_bytes_ = 0;
+  std::uint64_t dropped_ = 0;
+  std::uint64_t write_failures_ = 0;
+  std::string failing_;
 };
 
 // OOM kills from the cgroups' counters, where no kernel source names them: each rise of a

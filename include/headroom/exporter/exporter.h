@@ -65,8 +65,11 @@ struct AgentSelf {
   std::uint64_t journal_write_failures_total = 0;
   std::uint64_t journal_damaged_records_total = 0;
   std::uint64_t journal_bytes = 0;
+  std::uint64_t journal_pending_records = 0;        // records the journal could not take yet, kept in memory
+  std::uint64_t journal_dropped_records_total = 0;  // waiting records given up (over the backlog's bounds)
   std::uint64_t self_report_failures_total = 0;
   HttpServerStats http;  // the HTTP endpoint's connections
+  std::optional<int> oom_score_adj;  // the agent's own, from /proc/self/oom_score_adj
 };
 
 class Exporter {

@@ -78,7 +78,8 @@ class JournalWriter {
   // the record is on disk. A record must be a JSON object whose frame fits in max_bytes (else
   // an error, and nothing is written). When the frame would take the file past max_bytes, the
   // file is rotated first. On a failed write or fsync the partial frame is cut off again and
-  // the id is not used. Never throws.
+  // the id is not used, and the file is opened again at the next append (a file system
+  // remounted or given space back is then written). Never throws.
   Result<std::uint64_t> append(nlohmann::json record);
   const JournalStats& stats() const { return stats_; }
   const std::string& path() const { return opts_.path; }
