@@ -378,8 +378,11 @@ void Agent::Impl::handleOom(const OomEvent& e) {
     if (*id) {
       spdlog::info("journal: OOM kill recorded as record {} in {} (headroom report --id {})", **id,
                    incidents_.writer()->path(), **id);
+    } else if (incidents_.pending() == 0) {
+      spdlog::error("journal: the OOM kill could not be recorded: {}", id->error().describe());  // refused for good
     } else {
-      // Said once while the journal fails; each kill it could not take is on /healthz and counted.
+      // One line per kill the journal could not take (the retries at each sample say nothing);
+      // "writing works again" when the backlog is written.
       once_.say(kJournalWrite,
                 fmt::format("journal: the OOM kill could not be recorded: {} (kept in memory, {} waiting: written "
                             "when the journal can take it; /healthz says \"degraded\")",

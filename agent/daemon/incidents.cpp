@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+
 #include "headroom/util/clock.h"
 #include "headroom/util/json.h"
 
@@ -17,6 +19,10 @@ namespace {
 constexpr std::size_t kRecentSamples = 64;
 constexpr std::int64_t kHandoverNs = 2'500'000'000;  // the joiner's 2 s wait, and a margin
 constexpr const char* kCountersOnly = "counters only";
+
+// A record the journal refuses whatever the disk does (larger than journal.max_bytes): waiting
+// would hold every record behind it for ever.
+bool refusedForGood(const Error& e) { return e.code == EFBIG || e.code == EINVAL; }
 
 }  // namespace
 
@@ -91,6 +97,7 @@ Result<std::uint64_t> IncidentJournal::write(nlohmann::json record, std::int64_t
     return id;
   }
   ++write_failures_;
+  if (refusedForGood(id.error())) return id;
   const std::size_t bytes = dumpJson(record).size();
   wait(Pending{std::move(record), kill_wall_ns, bytes}, id.error());
   return id;
@@ -102,6 +109,14 @@ std::vector<IncidentJournal::Flushed> IncidentJournal::flush() {
   while (!pending_.empty()) {
     Pending& p = pending_.front();
     auto id = writer_->append(p.record);
+    if (!id && refusedForGood(id.error())) {
+      // The journal changed at a reload (a smaller max_bytes): this one can never go in.
+      ++write_failures_;
+      ++dropped_;
+      pending_bytes_ -= p.bytes;
+      pending_.pop_front();
+      continue;
+    }
     if (!id) {
       ++write_failures_;
       failing_ = id.error().describe();

@@ -147,6 +147,31 @@ TEST(IncidentJournal, AJournalThatCannotOpenIsOffAndSaysWhy) {
   EXPECT_EQ(j.state()["reason"], "journal.enabled = false");
 }
 
+// A record the journal refuses whatever the disk does (larger than max_bytes) is not kept to be
+// tried again: it would hold every later record behind it. (A full or read-only disk, whose
+// records are kept and written later: tests/integration/faults_test.cpp.)
+TEST(IncidentJournal, ARecordTooLargeForTheJournalIsNotKeptWaiting) {
+  FixtureTree dir;
+  JournalConfig cfg;
+  cfg.path = dir.root() + "/journal/oom.hrj";
+  cfg.max_bytes = 8192;
+  IncidentJournal j;
+  ASSERT_TRUE(j.configure(cfg));
+  OomEvent big = killAt(1);
+  big.tasks.resize(200);  // a task dump of some 30 KiB
+  auto refused = j.record(big, IncidentFacts{});
+  ASSERT_TRUE(refused);
+  ASSERT_FALSE(*refused);
+  EXPECT_EQ(refused->error().code, EFBIG) << refused->error().describe();
+  EXPECT_EQ(j.pending(), 0u);
+  EXPECT_EQ(j.writeFailures(), 1u);
+  EXPECT_EQ(j.state()["state"], "on");
+  auto id = j.record(killAt(2), IncidentFacts{});
+  ASSERT_TRUE(id && *id) << (id ? id->error().describe() : "off");
+  EXPECT_EQ(**id, 1u);
+  EXPECT_TRUE(j.flush().empty());
+}
+
 TEST(IncidentJournal, ADirectoryNamesTheJournalInIt) {
   FixtureTree dir;
   dir.mkdir("/journals");
