@@ -1,14 +1,20 @@
 // The OOM journal as an engineer meets it: the real agent records a real OOM kill of a
 // workload with a known mix (anon, shmem, page tables, an mlock'd pool) with its breakdown and
 // what grew before it; `headroom report` tells it and draws it; the agent killed with SIGKILL
-// leaves a torn record that the restarted agent sets aside before it keeps appending; an
-// unwritable journal is off, said, and the agent keeps running.
+// inside a journal write leaves a torn record that the restarted agent sets aside before it
+// keeps appending; an unwritable journal is off, said, and the agent keeps running.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -304,18 +310,68 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
     ASSERT_TRUE(w) << w.error().describe();
     ASSERT_TRUE(agent.waitLog(needle, 30s)) << agent.logText();
   };
+  std::string cut_frame;  // what the killed write left
   {
     Agent agent(args);
     kill(agent, "OOM kill recorded as record 1");
+    // The next kill's record is cut short for real: the agent's sampling thread (which writes the
+    // journal) is stopped (ptrace) as it enters the journal's write(), the write's length cut to
+    // half the frame, and the agent SIGKILLed as that write returns. (A kill aimed at a write
+    // from outside lands before or after it: the kernel copies a frame this size in one go.)
+    const pid_t pid = agent.child().pid();
+    ASSERT_EQ(::ptrace(PTRACE_SEIZE, pid, nullptr, PTRACE_O_TRACESYSGOOD), 0) << std::strerror(errno);
+    ASSERT_EQ(::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr), 0) << std::strerror(errno);
+    int st = 0;
+    ASSERT_EQ(::waitpid(pid, &st, __WALL), pid);
+    auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon-slow", std::to_string(256 * kMiB)}, sb->procsFile());
+    ASSERT_TRUE(w) << w.error().describe();
+    bool cut = false;
+    for (auto end = Clock::now() + 60s; Clock::now() < end;) {
+      ASSERT_EQ(::ptrace(PTRACE_SYSCALL, pid, nullptr, nullptr), 0) << std::strerror(errno);
+      ASSERT_EQ(::waitpid(pid, &st, __WALL), pid);
+      ASSERT_TRUE(WIFSTOPPED(st)) << st;
+      if (WSTOPSIG(st) != (SIGTRAP | 0x80)) continue;
+      __ptrace_syscall_info info{};
+      ASSERT_GT(::ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof info, &info), 0) << std::strerror(errno);
+      if (cut) {
+        ASSERT_EQ(info.op, PTRACE_SYSCALL_INFO_EXIT);
+        ASSERT_GT(info.exit.rval, 0) << "the cut write wrote";
+        break;
+      }
+      if (info.op != PTRACE_SYSCALL_INFO_ENTRY || info.entry.nr != SYS_write) continue;
+      std::error_code ec;
+      auto target = std::filesystem::read_symlink(fmt::format("/proc/{}/fd/{}", pid, info.entry.args[0]), ec);
+      if (ec || target != journal) continue;
+      user_regs_struct regs{};
+      ASSERT_EQ(::ptrace(PTRACE_GETREGS, pid, nullptr, &regs), 0) << std::strerror(errno);
+      ASSERT_GT(regs.rdx, 64u) << "a whole frame";
+      regs.rdx /= 2;
+      ASSERT_EQ(::ptrace(PTRACE_SETREGS, pid, nullptr, &regs), 0) << std::strerror(errno);
+      cut = true;
+    }
+    ASSERT_TRUE(cut) << "the agent never wrote the second record";
     agent.child().kill(SIGKILL);
-    (void)agent.child().wait();
+    auto status = agent.child().wait();
+    ASSERT_TRUE(status && WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
+    std::ifstream in(journal, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t last = bytes.rfind("HRJ1 ");
+    ASSERT_NE(last, std::string::npos);
+    cut_frame = bytes.substr(last);
+    ASSERT_EQ(cut_frame.find('\n'), std::string::npos) << "the frame is torn: no newline";
   }
-  // What a write cut short by the SIGKILL leaves: the start of a frame, no newline.
-  { std::ofstream(journal, std::ios::app) << "HRJ1 4096 0badc0de {\"version\":1,\"event\":{\"vic"; }
   Agent again(args);
   ASSERT_TRUE(again.waitLog("journal: OOM kills are recorded in")) << again.logText();
-  EXPECT_NE(again.logText().find("a torn last record (a crash mid-write) was set aside in"), std::string::npos)
-      << again.logText();
+  std::smatch aside;
+  const std::string log = again.logText();
+  ASSERT_TRUE(
+      std::regex_search(log, aside, std::regex("a torn last record \\(a crash mid-write\\) was set aside in (\\S+)")))
+      << log;
+  {
+    std::ifstream in(aside[1].str(), std::ios::binary);
+    std::string set_aside((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(set_aside, cut_frame) << "the torn tail, byte for byte";
+  }
   kill(again, "OOM kill recorded as record 2");
   auto list = reportJson(journal, {"--list"});
   ASSERT_EQ(list.size(), 2u);

@@ -107,7 +107,7 @@ ChildProcess spawnReady(const std::vector<std::string>& args, const std::string&
 }
 
 AgentProcess::AgentProcess(std::vector<std::string> args, std::map<std::string, std::string> env)
-    : AgentProcess(std::move(args), Options{std::move(env), {}, true}) {}
+    : AgentProcess(std::move(args), Options{std::move(env), {}, true, {}}) {}
 
 AgentProcess::AgentProcess(std::vector<std::string> args, Options options) {
   std::string envs;
@@ -122,7 +122,7 @@ AgentProcess::AgentProcess(std::vector<std::string> args, Options options) {
     state_file_ = fmt::format("/tmp/headroom-agent-test-{}-{}.json", ::getpid(), n++);
     argv.insert(argv.end(), {"--budget.state-file", state_file_});
   }
-  auto c = ChildProcess::spawn(argv);
+  auto c = ChildProcess::spawn(argv, options.cgroup_procs);
   if (!c) throw std::runtime_error(c.error().describe());
   child_.emplace(std::move(*c));
   // 127.0.0.1, or every address (0.0.0.0: the test reaches it on 127.0.0.1 all the same).

@@ -82,6 +82,7 @@ class AgentProcess {
     // with it), never /var/lib/headroom, unless the args give --budget.state-file. Off for a
     // test whose --config names its own state file.
     bool own_state_file = true;
+    std::string cgroup_procs;  // a cgroup.procs file: the agent runs in that cgroup from its start
   };
   explicit AgentProcess(std::vector<std::string> args, std::map<std::string, std::string> env = {});
   AgentProcess(std::vector<std::string> args, Options options);

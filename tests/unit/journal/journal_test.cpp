@@ -498,63 +498,7 @@ TEST(JournalWriter, ASecondWriterOnTheSameJournalIsRefused) {
   EXPECT_TRUE(JournalWriter::open(o)) << "the lock goes with the writer";
 }
 
-TEST(JournalWriter, KilledWhileWritingRestartedKeepsAppending) {
-  TempDir d;
-  JournalOptions o = optsIn(d, 1ULL << 30);  // no rotation in this test
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // The child: appends big records as fast as it can until it is killed.
-    ::close(ready[0]);
-    int rc = 1;
-    try {
-      auto w = JournalWriter::open(o);
-      if (w) {
-        json rec = sample(0);
-        rec["pad"] = std::string(20000, 'p');
-        for (int i = 1;; ++i) {
-          rec["seq"] = i;
-          if (!(*w)->append(rec)) break;
-          if (i == 20) (void)!::write(ready[1], "x", 1);
-        }
-      }
-    } catch (...) {
-    }
-    ::_exit(rc);
-  }
-  ::close(ready[1]);
-  char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the child appended 20 records";
-  ::close(ready[0]);
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "killed mid-loop, not exited: " << status;
-
-  auto before = readJournal(o.path);
-  ASSERT_TRUE(before);
-  const std::size_t n = before->records.size();
-  ASSERT_GE(n, 20u);
-  for (std::size_t i = 0; i < n; ++i) {
-    EXPECT_EQ(before->records[i]["id"], i + 1);
-    EXPECT_EQ(before->records[i]["seq"], i + 1);
-    EXPECT_EQ(before->records[i]["pad"].get<std::string>().size(), 20000u);
-  }
-  EXPECT_LE(before->damage.size(), 1u) << "at most the one record being written";
-
-  auto w = JournalWriter::open(o);
-  ASSERT_TRUE(w) << w.error().describe() << ": the dead writer's lock went with it";
-  auto id = (*w)->append(sample(99));
-  ASSERT_TRUE(id);
-  EXPECT_EQ(*id, n + 1);
-  auto after = readJournal(o.path);
-  ASSERT_TRUE(after);
-  EXPECT_TRUE(after->damage.empty());
-  ASSERT_EQ(after->records.size(), n + 1);
-  EXPECT_EQ(after->records.back()["seq"], 99);
-}
+// Killed while writing, hundreds of times, restarted after each: tests/unit/daemon/journal_kill_test.cpp.
 
 // ---- the reader ----
 
