@@ -3,13 +3,14 @@
 #   make test   install missing packages, build (Debug, ASan+UBSan), run every test through ctest
 #   make demo   the incident headroom exists for, reproduced at small scale (root)
 #   make test-kernels  the kernel-facing suites on Debian's 6.1 and 6.12 (cgroup v2) under qemu, and here
+#   make churn  the agent under process and cgroup churn with OOM kills, CHURN_SECONDS long (root)
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 RELEASE := build/release
 DEBUG := build/debug
 CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
 
-.PHONY: all deps deps-build build build-debug run test test-kernels capture-fixtures unit-test tidy format bench demo clean
+.PHONY: all deps deps-build build build-debug run test test-kernels capture-fixtures unit-test tidy format bench churn demo clean
 
 all: build
 
@@ -73,6 +74,13 @@ $(BENCH)/build.ninja:
 bench: deps $(BENCH)/build.ninja
 	cmake --build $(BENCH) -j $(JOBS) --target headroom fault-bench oom-latency headroom-workload memset-loop bpf-floor
 	python3 tests/bench/run.py $(BENCH)
+
+# Churn (root): the debug agent while thousands of short-lived processes a second come and go
+# in sandbox cgroups, cgroups are made and removed and OOM kills come every 5 s, for
+# CHURN_SECONDS (10 minutes by default; `make test` runs 40 s of it). tests/scenarios/churn.py.
+CHURN_SECONDS ?= 600
+churn: build-debug
+	python3 tests/scenarios/churn.py $(DEBUG) --seconds $(CHURN_SECONDS) --json build/churn.json
 
 # The incident at small scale (root, under a minute): a prover OOM-killed by memory its budget
 # never saw, `headroom report` explaining it, `headroom run` converging. Release binaries and the

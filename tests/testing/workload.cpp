@@ -13,6 +13,8 @@
 //                        sleeps; its pid is printed as "sharer PID" before "ready"
 //   --spawn N MS K       N short-lived children, at most K alive at once, each named "hr-w<i>"
 //                        (distinct comms), holding 1 MiB for MS milliseconds; "spawned N" at the end
+//   --spawn-seconds S    with --spawn: stop starting children after S seconds (however many
+//                        were started by then; "spawned" says how many)
 //   --spawn-hold K       before --spawn's churn, K of its children alive at once and held: "holding K",
 //                        then they go when a line arrives on stdin (a burst as wide as asked, however
 //                        slow the machine)
@@ -34,6 +36,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -117,7 +120,7 @@ void writeFile(const char* path, std::size_t n) {
 
 int main(int argc, char** argv) {
   bool exit_after_ready = false;
-  std::size_t grow_bytes = 0, grow_ms = 0, touch_per_line = 0, spawn_hold = 0;
+  std::size_t grow_bytes = 0, grow_ms = 0, touch_per_line = 0, spawn_hold = 0, spawn_seconds = 0;
   bool grow_on_line = false;
   int exit_code = 0;
   for (int i = 1; i < argc; ++i) {
@@ -179,6 +182,9 @@ int main(int argc, char** argv) {
       if (pid < 0) die("clone");
       std::printf("sharer %d\n", pid);
       std::fflush(stdout);
+    } else if (a == "--spawn-seconds") {
+      need(1);
+      spawn_seconds = size(argv[++i]);
     } else if (a == "--spawn-hold") {
       need(1);
       spawn_hold = size(argv[++i]);
@@ -216,7 +222,9 @@ int main(int argc, char** argv) {
         while (::wait(nullptr) > 0) {
         }
       }
+      const auto spawn_end = std::chrono::steady_clock::now() + std::chrono::seconds(spawn_seconds);
       for (; n < total; ++n) {
+        if (spawn_seconds > 0 && (n & 15) == 0 && std::chrono::steady_clock::now() >= spawn_end) break;
         if (alive >= at_once) {
           if (::wait(nullptr) > 0) --alive;
         }
@@ -234,7 +242,7 @@ int main(int argc, char** argv) {
       }
       while (::wait(nullptr) > 0) {
       }
-      std::printf("spawned %zu\n", total);
+      std::printf("spawned %zu\n", n);
       std::fflush(stdout);
     } else if (a == "--grow-after-ready") {
       need(2);
