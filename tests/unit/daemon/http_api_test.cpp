@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <thread>
+
 #include "headroom/daemon/http_api.h"
 #include "headroom/model/snapshot.h"
 #include "testing/fixture_tree.h"
@@ -110,6 +112,43 @@ TEST(HttpApi, APublishedSampleIsServedWholeAndTheAgentIsHealthy) {
   held.interval_ns = 60'000'000'000;
   s.api.publish(std::move(held));
   EXPECT_EQ(json(s.get("/v1/budget"))["budget_bytes"], 42);
+}
+
+// A journal that fails to write: "degraded" with why, still 200 (a restart would mend no disk);
+// "ok" again once it writes; a stall wins over it.
+TEST(HttpApi, AJournalThatFailsToWriteMakesTheAgentDegradedNotDown) {
+  Served s;
+  SamplePublication p;
+  p.snapshot = std::make_shared<Snapshot>();
+  p.interval_ns = 60'000'000'000;
+  s.api.publish(std::move(p));
+  s.api.publishJournal({{"state", "degraded"},
+                        {"path", "/j/oom.hrj"},
+                        {"reason", "writing failed: No space left on device; 1 record(s) kept in memory"},
+                        {"pending_records", 1}});
+  auto health = s.get("/healthz");
+  EXPECT_EQ(health.status, 200);
+  auto h = json(health);
+  EXPECT_EQ(h["status"], "degraded");
+  ASSERT_EQ(h["degraded"].size(), 1u) << h.dump();
+  EXPECT_THAT(h["degraded"][0].get<std::string>(), HasSubstr("journal: writing failed: No space left on device"));
+  s.api.publishJournal({{"state", "on"}, {"path", "/j/oom.hrj"}, {"pending_records", 0}});
+  h = json(s.get("/healthz"));
+  EXPECT_EQ(h["status"], "ok");
+  EXPECT_TRUE(h["degraded"].empty());
+  // Degraded, and stalled: stalled (503) is what a liveness probe must see.
+  SamplePublication quick;
+  quick.snapshot = std::make_shared<Snapshot>();
+  quick.interval_ns = 1;  // three intervals and a second: a second
+  s.api.publish(std::move(quick));
+  s.api.publishJournal({{"state", "degraded"}, {"reason", "writing failed: EROFS"}});
+  auto stalled = s.get("/healthz");
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       stalled.status != 503 && std::chrono::steady_clock::now() < end; stalled = s.get("/healthz"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(stalled.status, 503);
+  EXPECT_EQ(json(stalled)["status"], "stalled");
+  EXPECT_EQ(json(stalled)["degraded"].size(), 1u);
 }
 
 TEST(HttpApi, OomEventsAreKeptBoundedAndListedNewestLast) {
