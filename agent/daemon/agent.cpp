@@ -375,6 +375,7 @@ void Agent::Impl::handleOom(const OomEvent& e) {
   flushJournal();  // records that wait go first, in the order of their kills
   const std::uint64_t dropped = incidents_.dropped();
   if (auto id = incidents_.record(e, facts)) {
+    api_.publishJournal(incidents_.state());  // before the log says it: a reader of both sees the same
     if (*id) {
       spdlog::info("journal: OOM kill recorded as record {} in {} (headroom report --id {})", **id,
                    incidents_.writer()->path(), **id);
@@ -393,7 +394,6 @@ void Agent::Impl::handleOom(const OomEvent& e) {
       spdlog::error("journal: {} waiting record(s) of earlier OOM kills dropped: more than {} records or {} wait",
                     incidents_.dropped() - dropped, IncidentJournal::kMaxPendingRecords,
                     formatBytes(IncidentJournal::kMaxPendingBytes));
-    api_.publishJournal(incidents_.state());
   }
   if (budget_.onOomKill(e, last.get(), roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
   api_.publishOom(e);
@@ -401,14 +401,15 @@ void Agent::Impl::handleOom(const OomEvent& e) {
 
 void Agent::Impl::flushJournal() {
   if (incidents_.pending() == 0) return;
-  for (const IncidentJournal::Flushed& f : incidents_.flush())
+  const std::vector<IncidentJournal::Flushed> written = incidents_.flush();
+  api_.publishJournal(incidents_.state());
+  for (const IncidentJournal::Flushed& f : written)
     spdlog::info(
         "journal: OOM kill of {} recorded as record {} in {} once the journal could take it (headroom report "
         "--id {})",
         fmt::format("{:%FT%TZ}", fmt::gmtime(static_cast<std::time_t>(f.kill_wall_ns / 1'000'000'000))), f.id,
         incidents_.writer()->path(), f.id);
   if (incidents_.pending() == 0) once_.clear(kJournalWrite, "journal: writing works again; no record waits");
-  api_.publishJournal(incidents_.state());
 }
 
 void Agent::Impl::readOomScoreAdj() {
