@@ -1,7 +1,7 @@
 // The journal under SIGKILL, hundreds of times: a child floods OOM records through the agent's
 // own path (IncidentJournal::record, JournalWriter::append) and tells the parent each id the
 // moment record() returned it (fsync'd then); the parent kills it with SIGKILL, at a random
-// moment or the moment the file grows (a write in flight), and restarts it on the same journal.
+// moment or inside the journal's write() (see below), and restarts it on the same journal.
 // After each kill: every record reported complete is there and intact, the torn tail (when the
 // kill cut a write short) is set aside by the restart exactly once, byte for byte, and nothing
 // damaged is left in the journal. HEADROOM_JOURNAL_KILLS sets the number of kills (300).
@@ -40,8 +40,8 @@ using Clock = std::chrono::steady_clock;
 
 // A global OOM's task dump: `tasks` entries named after the record's sequence number, so that
 // a record that reads back can be checked against what was written (about 180 bytes a task).
-// The trigger's cgroup path is padded to `pad` bytes: a record of a MiB whose write() a kill can
-// land inside, yet quick to build in a sanitizer build (a task dump that long takes seconds).
+// The trigger's cgroup path is padded to `pad` bytes: a record of tens of KiB, the size of a real
+// one with a task dump, yet quick to build in a sanitizer build (a real dump that long is not).
 OomEvent floodEvent(std::uint64_t seq, std::size_t tasks, std::size_t pad) {
   OomEvent e;
   e.id = seq;
@@ -131,9 +131,9 @@ struct Counts {
 TEST(JournalUnderSigkill, EveryCompletedRecordSurvivesAndEachTornTailIsSetAsideOnce) {
   const char* env = std::getenv("HEADROOM_JOURNAL_KILLS");
   const int kills = env != nullptr ? std::atoi(env) : 300;
-  constexpr int kRoundsPerJournal = 4;  // then a fresh journal: each restart reads the whole file
+  constexpr int kRoundsPerJournal = 3;  // then a fresh journal: each restart reads the whole file
   constexpr std::size_t kTasks = 100;
-  constexpr std::size_t kPad = 16 << 10;  // a record of about 40 KiB
+  constexpr std::size_t kPad = 8 << 10;  // a record of about 30 KiB
   // On tmpfs, where an fsync costs nothing: what a kill leaves is the same on any file system
   // (a crash of the machine is not what this tests).
   Scratch dir;
@@ -199,6 +199,7 @@ TEST(JournalUnderSigkill, EveryCompletedRecordSurvivesAndEachTornTailIsSetAsideO
       return true;
     };
     std::uint64_t last_seq = next_seq - 1;
+    std::size_t round_records = 0;
     auto onRecord = [&](const std::string& line) {
       std::istringstream in(line);
       std::uint64_t id = 0, seq = 0;
@@ -207,6 +208,7 @@ TEST(JournalUnderSigkill, EveryCompletedRecordSurvivesAndEachTornTailIsSetAsideO
       completed[id] = seq;
       last_seq = std::max(last_seq, seq);
       ++c.records_reported;
+      ++round_records;
     };
     // The restart: what it set aside is exactly the torn tail the last kill left.
     std::string opened;
@@ -271,7 +273,15 @@ TEST(JournalUnderSigkill, EveryCompletedRecordSurvivesAndEachTornTailIsSetAsideO
         cut = true;
       }
     } else {
-      const auto until = Clock::now() + std::chrono::microseconds(rng() % 50'000);
+      // After 1 or 2 records of this round (however slow the machine), at a random moment
+      // within the time a record has taken in this round: anywhere in building, writing or
+      // syncing the next one.
+      const std::size_t want = round_records + 1 + rng() % 2;
+      const auto from = Clock::now();
+      while (round_records < want && Clock::now() - from < std::chrono::seconds(60)) readLines(100, onRecord);
+      ASSERT_GE(round_records, want) << "round " << round << ": the child wrote no record in 60 s";
+      const auto per_record = (Clock::now() - from) / want;
+      const auto until = Clock::now() + per_record * static_cast<double>(rng() % 1000) / 1000.0;
       while (Clock::now() < until) readLines(1, onRecord);
     }
     ASSERT_EQ(::kill(child, SIGKILL), 0);
@@ -338,7 +348,7 @@ TEST(JournalUnderSigkill, EveryCompletedRecordSurvivesAndEachTornTailIsSetAsideO
 #if defined(__x86_64__)
   EXPECT_EQ(c.bytes_cut_at.size(), static_cast<std::size_t>(kills / 2));
 #endif
-  EXPECT_GE(c.records_reported, static_cast<std::size_t>(kills / 10)) << "the kills came before any record";
+  EXPECT_GE(c.records_reported, static_cast<std::size_t>(kills / 2)) << "a random round waits for a record";
 }
 
 }  // namespace
