@@ -47,6 +47,7 @@ struct ExporterLimits {
 // What the agent knows of itself, filled by the agent each tick.
 struct AgentSelf {
   std::uint64_t rss_bytes = 0;
+  std::optional<int> oom_score_adj;  // the agent's own, from /proc/self/oom_score_adj
   double cpu_seconds = 0;
   double start_time_seconds = 0;  // unix time
   double last_sample_duration_s = 0;
@@ -69,7 +70,6 @@ struct AgentSelf {
   std::uint64_t journal_dropped_records_total = 0;  // waiting records given up (over the backlog's bounds)
   std::uint64_t self_report_failures_total = 0;
   HttpServerStats http;  // the HTTP endpoint's connections
-  std::optional<int> oom_score_adj;  // the agent's own, from /proc/self/oom_score_adj
 };
 
 class Exporter {
