@@ -38,4 +38,9 @@ function(headroom_layer_library target layer)
   add_library(${target} STATIC ${L_SOURCES})
   target_include_directories(${target} PUBLIC ${HEADROOM_LAYER_VIEWS}/${layer} ${CMAKE_BINARY_DIR}/generated)
   target_link_libraries(${target} PUBLIC ${L_LINK} PRIVATE headroom_flags ${L_PRIVATE})
+  # Coverage for the fuzz targets (tests/fuzz): SanitizerCoverage's counters and comparison hooks,
+  # without libFuzzer's main. In the other programs the sanitizer runtime's empty hooks answer.
+  if(HEADROOM_FUZZ)
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
 endfunction()
