@@ -22,6 +22,8 @@ constexpr std::size_t kLogLineLimit = 1024 - 48 - 1;
 // Lines of one report's blocks kept at most: a report whose end the log lost must not take every
 // later kernel message into its statistics.
 constexpr std::size_t kMaxBlockLines = 1024;
+// A record's "pri" field: (facility << 3) | level, the facility a byte.
+constexpr std::uint64_t kMaxPriority = (0xFFU << 3) | 7U;
 
 // "key=value,key=value" (the oom-kill: line); values may hold '/' but not ','.
 std::vector<std::pair<std::string_view, std::string_view>> commaPairs(std::string_view s) {
@@ -194,6 +196,9 @@ Result<KmsgRecord> parseKmsgRecord(std::string_view raw) {
   auto seq = parseU64(f[1]);
   auto ts = parseU64(f[2]);
   if (!pri || !seq || !ts) return makeError(0, "kmsg record prefix is not numeric");
+  // The kernel keeps a record's facility in one byte (printk_info.facility) beside its 3-bit
+  // level: a larger number is no record's prefix (and would not fit `facility`).
+  if (*pri > kMaxPriority) return makeError(0, fmt::format("kmsg record priority {} out of range", *pri));
   KmsgRecord r;
   r.priority = static_cast<int>(*pri & 7);
   r.facility = static_cast<int>(*pri >> 3);

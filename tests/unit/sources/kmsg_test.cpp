@@ -37,6 +37,20 @@ TEST(KmsgRecord, PrefixAndMessage) {
   EXPECT_EQ(fac->priority, 6);
 }
 
+// Found by the kmsg_record fuzz target: a priority beyond (255 << 3) | 7 was cut to an int and
+// gave a negative facility. The kernel keeps the facility in a byte, so such a prefix is no record's.
+TEST(KmsgRecord, APriorityBeyondAByteOfFacilityIsRefused) {
+  auto last = parseKmsgRecord("2047,1,2,-;the last facility");
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->facility, 255);
+  EXPECT_EQ(last->priority, 7);
+  for (const char* raw : {"2048,1,2,-;x", "7777388884888888,3,87;\n", "18446744073709551615,1,2,-;x"}) {
+    auto r = parseKmsgRecord(raw);
+    ASSERT_FALSE(r) << raw;
+    EXPECT_NE(r.error().message.find("out of range"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(KmsgOom, Linux618MemcgV1Live) {
   auto reports = parseKmsgOomReports(fixture("linux-6.18-memcg-v1.txt"));
   ASSERT_EQ(reports.size(), 1u);
