@@ -101,8 +101,10 @@ Result<CgroupMounts> parseMountinfo(std::string_view text) {
     ++lineno;
     auto fields = splitFields(line);
     if (fields.empty()) continue;
-    auto dash = std::find(fields.begin(), fields.end(), std::string_view("-"));
-    if (fields.size() < 7 || dash == fields.end() || dash - fields.begin() < 6 || fields.end() - dash < 3)
+    // "ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS": the
+    // separator after the six fixed fields, and three fields after it.
+    auto dash = fields.size() < 6 ? fields.end() : std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
+    if (dash == fields.end() || fields.end() - dash < 4)
       return makeError(0, fmt::format("mountinfo line {} is malformed: \"{}\"", lineno, line.substr(0, 120)));
     std::string_view fstype = *(dash + 1);
     std::string_view super_opts = *(dash + 3);

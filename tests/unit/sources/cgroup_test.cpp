@@ -79,6 +79,21 @@ TEST(Mountinfo, MalformedLineIsAnError) {
   EXPECT_EQ(parseMountinfo("")->mode(), CgroupMode::kNone);
 }
 
+// Found by the mountinfo fuzz target: a line that ends after the file system type and its source
+// was read one field past its end for the super options.
+TEST(Mountinfo, ALineCutAfterTheSeparatorIsAnErrorNotAReadPastIt) {
+  for (const char* line : {"1 2 / p g : - cgroup c\n", "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2\n",
+                           "30 25 0:26 / /sys/fs/cgroup rw - cgroup2\n", "30 25 0:26 / /sys/fs/cgroup rw -\n",
+                           "- - - - - - cgroup2 cgroup2 rw\n"}) {
+    auto m = parseMountinfo(line);
+    EXPECT_FALSE(m) << line;
+  }
+  // The separator is the first "-" after the six fixed fields (the optional fields hold none).
+  auto m = parseMountinfo("30 25 0:26 / /sys/fs/cgroup rw shared:4 - cgroup2 - rw\n");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->v2->mount_point, "/sys/fs/cgroup");
+}
+
 TEST(ProcCgroup, V1V2AndHybrid) {
   auto h = parseProcCgroup("9:pids:/a\n4:memory:/process_api/x\n1:cpu,cpuacct:/\n0::/init.scope\n");
   ASSERT_TRUE(h);
