@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <unordered_map>
 
@@ -125,8 +126,11 @@ Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> 
       s.kernel_thread = k.kernel_thread;
       // As /proc shows them: the per-CPU parts added where it adds them, clamped at zero.
       const bool parts = add_cpu_parts && (r.flags & HR_TASK_RSS_PARTS) != 0;
+      // A torn or garbled record's counts may be anything: their sum saturates, never overflows.
       auto pages = [&](__s64 count, int member) -> std::uint64_t {
-        __s64 v = count + (parts ? r.rss_cpu_parts[member] : 0);
+        __s64 v = count;
+        if (parts && __builtin_add_overflow(count, r.rss_cpu_parts[member], &v))
+          v = r.rss_cpu_parts[member] < 0 ? 0 : std::numeric_limits<__s64>::max();
         return v < 0 ? 0 : static_cast<std::uint64_t>(v) * page_bytes;
       };
       s.rss_file = pages(r.rss_file, 0);

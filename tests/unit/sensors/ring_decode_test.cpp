@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "events.h"
@@ -315,6 +316,21 @@ TEST(TaskRecords, PerCpuPartsAreAddedWhereProcAddsThem) {
   // Before 6.2 (no parts) the counts are the figures either way.
   r.flags &= ~HR_TASK_RSS_PARTS;
   EXPECT_EQ((*decodeTaskRecords(records({r}), 100, kPage, true))[0].status.rss_anon, 20 * kPage);
+}
+
+// Found by the ring_decode fuzz target: a garbled record's count and per-CPU part overflowed a
+// signed 64-bit sum (undefined behaviour). The sum saturates: at zero below, at the largest above.
+TEST(TaskRecords, PerCpuPartsThatOverflowSaturate) {
+  hr_task_record r = leader(710, "garbled");
+  r.flags |= HR_TASK_RSS_PARTS;
+  r.rss_anon = std::numeric_limits<__s64>::min() / 2 - 1;
+  r.rss_cpu_parts[1] = std::numeric_limits<__s64>::min() / 2 - 1;
+  r.rss_file = std::numeric_limits<__s64>::max();
+  r.rss_cpu_parts[0] = 1;
+  auto ps = decodeTaskRecords(records({r}), 100, 1);
+  ASSERT_TRUE(ps);
+  EXPECT_EQ((*ps)[0].status.rss_anon, 0u);
+  EXPECT_EQ((*ps)[0].status.rss_file, static_cast<std::uint64_t>(std::numeric_limits<__s64>::max()));
 }
 
 TEST(TaskRecords, ATornReadIsAnErrorNeverAGuess) {
