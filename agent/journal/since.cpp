@@ -101,17 +101,25 @@ Result<double> parseSinceTime(std::string_view text, double now_seconds) {
   std::string_view t = trim(text);
   auto bad = [&](const char* why) { return makeError(0, fmt::format("\"{}\": {}", printableText(text), why)); };
   if (t.empty()) return bad("empty: give a time or an age");
+  // An age or a unix time says a time a date could say: between 0000-01-01 and 9999-12-31 (a
+  // "1e308w" age is not -inf, nor a unix time of 1e20 a time to compare records with).
+  constexpr double kFirst = -62167219200.0;  // 0000-01-01T00:00:00Z
+  constexpr double kLast = 253402300799.0;   // 9999-12-31T23:59:59Z
+  auto inRange = [&](double v) -> Result<double> {
+    if (!std::isfinite(v) || v < kFirst || v > kLast) return bad("out of range: a time between the years 0 and 9999");
+    return v;
+  };
   static const std::map<char, double> kAgeUnits = {
       {'s', 1.0}, {'m', 60.0}, {'h', 3600.0}, {'d', 86400.0}, {'w', 604800.0}};
   if (auto u = kAgeUnits.find(t.back()); u != kAgeUnits.end() && t.find_first_of(":- T") == std::string_view::npos) {
     auto n = wholeNumber(t.substr(0, t.size() - 1));
     if (!n || *n < 0) return bad("not an age: use a number and s, m, h, d or w (90s, 30m, 2h)");
-    return now_seconds - *n * u->second;
+    return inRange(now_seconds - *n * u->second);
   }
   if (t.find_first_not_of("0123456789.") == std::string_view::npos) {
     auto n = wholeNumber(t);
     if (!n) return bad("not a unix time");
-    return *n;
+    return inRange(*n);
   }
   if (auto d = parseUtcDate(t)) return *d;
   return bad(

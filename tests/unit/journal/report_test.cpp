@@ -757,5 +757,19 @@ TEST(ParseSinceTime, IsoUtcUnixTimesAndAges) {
   }
 }
 
+// Found by the report_since fuzz target: an age of "1e308w" was now minus infinity, and a unix
+// time may be any number. Both are refused beyond the times a date can say (years 0 to 9999).
+TEST(ParseSinceTime, AnAgeOrUnixTimeBeyondTheYears0To9999IsRefused) {
+  const double now = kKill;
+  for (const char* bad : {"1e308w", "1e300s", "99999999999999999999", "253402300800", "1e12s"}) {
+    auto r = parseSinceTime(bad, now);
+    ASSERT_FALSE(r) << bad << " gave " << *r;
+    EXPECT_TRUE(contains(r.error().describe(), "out of range")) << r.error().describe();
+  }
+  EXPECT_EQ(*parseSinceTime("253402300799", now), 253402300799.0);
+  EXPECT_EQ(*parseSinceTime("0", now), 0.0);
+  EXPECT_EQ(*parseSinceTime("520w", now), now - 520 * 604800.0) << "ten years back is a time";
+}
+
 }  // namespace
 }  // namespace headroom
