@@ -208,18 +208,6 @@ void scanLines(std::string_view bytes, ScanResult& out, Accept&& accept) {
   }
 }
 
-// The writer's scan: damage and the largest id, no documents kept.
-ScanResult scanIds(std::string_view bytes, std::uint64_t& max_id) {
-  ScanResult out;
-  IdOnly sax;
-  scanLines(bytes, out, [&](std::string_view body, std::uint64_t) -> const char* {
-    const char* why = sax.check(body);
-    if (why == nullptr) max_id = std::max(max_id, sax.id().value_or(0));
-    return why;
-  });
-  return out;
-}
-
 Result<std::string> readFd(int fd, const std::string& path) {
   std::string text;
   char buf[1 << 16];
@@ -307,6 +295,19 @@ std::string frameRecord(const nlohmann::json& record) {
   return fmt::format("{}{} {:08x} {}\n", kMagic, body.size(), crcOf(body), body);
 }
 
+namespace detail {
+ScanResult scanJournalIds(std::string_view bytes, std::uint64_t& max_id) {
+  ScanResult out;
+  IdOnly sax;
+  scanLines(bytes, out, [&](std::string_view body, std::uint64_t) -> const char* {
+    const char* why = sax.check(body);
+    if (why == nullptr) max_id = std::max(max_id, sax.id().value_or(0));
+    return why;
+  });
+  return out;
+}
+}  // namespace detail
+
 ScanResult scanJournal(std::string_view bytes) {
   ScanResult out;
   scanLines(bytes, out, [&out](std::string_view body, std::uint64_t offset) -> const char* {
@@ -348,7 +349,7 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions&
   if (!text) return fail(text.error());
   JournalStats st;
   std::uint64_t max_id = 0;
-  ScanResult scan = scanIds(*text, max_id);
+  ScanResult scan = detail::scanJournalIds(*text, max_id);
   st.damaged_records += scan.damage.size();
   if (scan.torn_tail) {
     auto aside = setAside(path, std::string_view(*text).substr(scan.tail_offset));
@@ -367,7 +368,7 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions&
 
   auto rotated = readIfExists(path + ".1");
   if (!rotated) return fail(rotated.error());
-  if (*rotated) st.damaged_records += scanIds(**rotated, max_id).damage.size();
+  if (*rotated) st.damaged_records += detail::scanJournalIds(**rotated, max_id).damage.size();
   return std::unique_ptr<JournalWriter>(new JournalWriter(opts, *fd, max_id + 1, std::move(st)));
 }
 

@@ -39,6 +39,11 @@ struct ScanResult {
   std::uint64_t tail_offset = 0;  // where that last, incomplete record starts (== size when none)
 };
 ScanResult scanJournal(std::string_view bytes);
+namespace detail {
+// The writer's scan (JournalWriter::open): the same damage as scanJournal, and the largest
+// top-level unsigned "id" of its records (max_id when larger), without building the documents.
+ScanResult scanJournalIds(std::string_view bytes, std::uint64_t& max_id);
+}  // namespace detail
 
 // ---- the file (I/O) ----
 // The journal's file name inside a directory given as the journal.
