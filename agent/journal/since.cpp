@@ -36,9 +36,12 @@ int daysInMonth(std::int64_t y, int m) {
   return m == 2 && leap ? 29 : kDays[static_cast<std::size_t>(m - 1)];
 }
 
-// Reads exactly `digits` decimal digits at `pos`.
+// Reads exactly `digits` decimal digits at `pos` (from_chars alone would take a '-' for one).
 std::optional<int> digitsAt(std::string_view s, std::size_t& pos, std::size_t digits) {
   if (pos + digits > s.size()) return std::nullopt;
+  for (std::size_t k = pos; k < pos + digits; ++k) {
+    if (s[k] < '0' || s[k] > '9') return std::nullopt;
+  }
   int v = 0;
   auto [p, ec] = std::from_chars(s.data() + pos, s.data() + pos + digits, v);
   if (ec != std::errc() || p != s.data() + pos + digits) return std::nullopt;

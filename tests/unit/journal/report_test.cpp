@@ -771,5 +771,16 @@ TEST(ParseSinceTime, AnAgeOrUnixTimeBeyondTheYears0To9999IsRefused) {
   EXPECT_EQ(*parseSinceTime("520w", now), now - 520 * 604800.0) << "ten years back is a time";
 }
 
+// Found by the report_since fuzz target: a date's fields took a sign ("-022" a year, "-1" an
+// hour), since from_chars reads one. Each field is digits alone.
+TEST(ParseSinceTime, ADateFieldIsDigitsWithoutASign) {
+  const double now = kKill;
+  for (const char* bad : {"-022-12-02", "2026-12-02T-1:00", "2026-12-02T14:-5", "2026-12-02T14:00:-1",
+                          "2026-12-02T14:00+-1:00", "2026-12-02T14:00-01:-5", "+026-12-02"}) {
+    auto r = parseSinceTime(bad, now);
+    EXPECT_FALSE(r) << bad << " gave " << *r;
+  }
+}
+
 }  // namespace
 }  // namespace headroom
