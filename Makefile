@@ -4,13 +4,14 @@
 #   make demo   the incident headroom exists for, reproduced at small scale (root)
 #   make test-kernels  the kernel-facing suites on Debian's 6.1 and 6.12 (cgroup v2) under qemu, and here
 #   make churn  the agent under process and cgroup churn with OOM kills, CHURN_SECONDS long (root)
+#   make fuzz   every parser's libFuzzer target for FUZZ_SECONDS each, then a table of what they did
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 RELEASE := build/release
 DEBUG := build/debug
 CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
 
-.PHONY: all deps deps-build build build-debug run test test-kernels capture-fixtures unit-test tidy format bench churn demo clean
+.PHONY: all deps deps-build build build-debug run test test-kernels capture-fixtures unit-test fuzz tidy format bench churn demo clean
 
 all: build
 
@@ -65,6 +66,18 @@ capture-fixtures: build-debug
 
 unit-test: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS) -L unit
+
+# The fuzz targets (tests/fuzz; clang's Debug build): each runs FUZZ_SECONDS from its seeds and
+# what earlier runs found (build/debug/fuzz/<target>/corpus), FUZZ_JOBS at a time; then a table of
+# executions, corpus and crashes. A crash's input is left in build/debug/fuzz/<target>/artifacts
+# (docs/development.md, "Fuzzing"). FUZZ_TARGETS=a,b runs those alone.
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= $(JOBS)
+FUZZ_TARGETS ?=
+fuzz: deps-build $(DEBUG)/build.ninja
+	cmake --build $(DEBUG) -j $(JOBS) --target fuzz_targets
+	python3 tests/fuzz/fuzz.py all --build $(DEBUG) --source tests/fuzz --seconds $(FUZZ_SECONDS) \
+	  --jobs $(FUZZ_JOBS) $(if $(FUZZ_TARGETS),--only $(FUZZ_TARGETS))
 
 # Benchmarks: a Release build with the bench programs, then tests/bench/run.py (root).
 BENCH := build/bench
