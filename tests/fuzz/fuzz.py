@@ -4,9 +4,10 @@
   fuzz.py replay BINARY DIR...
       Every file under the DIRs (seed corpus, regression inputs) run once through BINARY; fails
       when any input crashes, leaks, hits undefined behaviour or breaks an invariant.
-  fuzz.py run BINARY --name NAME --source tests/fuzz --work DIR --seconds N
-      Fuzzes for N seconds from the seed corpus and the regression inputs, new inputs kept in
-      DIR/corpus (the build tree, never the source tree) and a crash's input in DIR/artifacts.
+  fuzz.py run BINARY --name NAME --source tests/fuzz --work DIR --seconds N [--fresh]
+      Fuzzes for N seconds from the seed corpus, the regression inputs and what earlier runs kept
+      in DIR/corpus (the build tree, never the source tree; --fresh empties it first), a crash's
+      input left in DIR/artifacts.
   fuzz.py all --build BUILD_DIR --source tests/fuzz --seconds N [--jobs J] [--only NAME,...]
       `run` for every target built, J at a time, and a table: executions, corpus, crashes.
 
@@ -16,6 +17,7 @@ import argparse
 import concurrent.futures
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -60,11 +62,14 @@ def target_dirs(source, name):
     return seed, regressions, dictionary if os.path.isfile(dictionary) else None
 
 
-def run(binary, name, source, work, seconds, quiet=False):
-    """Fuzzes one target; returns its figures (a dict)."""
+def run(binary, name, source, work, seconds, quiet=False, fresh=False):
+    """Fuzzes one target; returns its figures (a dict). `fresh`: the work corpus emptied first, so
+    that the run reads the seeds and regression inputs alone (a bounded start, for the tests)."""
     seed, regressions, dictionary = target_dirs(source, name)
     corpus = os.path.join(work, "corpus")
     artifacts = os.path.join(work, "artifacts")
+    if fresh:
+        shutil.rmtree(corpus, ignore_errors=True)
     os.makedirs(corpus, exist_ok=True)
     os.makedirs(artifacts, exist_ok=True)
     before = set(os.listdir(artifacts))
@@ -118,6 +123,7 @@ def main():
     p.add_argument("--source", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--seconds", type=int, default=10)
+    p.add_argument("--fresh", action="store_true", help="empty the work corpus first: start from the seeds alone")
     p = sub.add_parser("all")
     p.add_argument("--build", required=True)
     p.add_argument("--source", required=True)
@@ -129,7 +135,7 @@ def main():
     if a.cmd == "replay":
         return replay(a.binary, a.dirs)
     if a.cmd == "run":
-        res = run(a.binary, a.name, a.source, a.work, a.seconds)
+        res = run(a.binary, a.name, a.source, a.work, a.seconds, fresh=a.fresh)
         print(HEADER)
         print(report(res))
         for c in res["crashes"]:
