@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "headroom/util/json.h"
 #include "headroom/util/units.h"
 
 namespace headroom {
@@ -307,13 +308,14 @@ struct Reader {
       if (!it->is_boolean()) fail(fmt::format("{}{}: not true or false", where, key));
       return failed ? T{} : it->template get<bool>();
     } else if constexpr (std::is_unsigned_v<T>) {
-      if (!it->is_number_unsigned()) fail(fmt::format("{}{} = {}: not a non-negative integer", where, key, it->dump()));
+      if (!it->is_number_unsigned())
+        fail(fmt::format("{}{} = {}: not a non-negative integer", where, key, jsonExcerpt(*it)));
       if (failed) return T{};
       auto v = it->template get<std::uint64_t>();
       if (v > std::numeric_limits<T>::max()) fail(fmt::format("{}{} = {}: too large", where, key, v));
       return failed ? T{} : static_cast<T>(v);
     } else {
-      if (!it->is_number_integer()) fail(fmt::format("{}{} = {}: not an integer", where, key, it->dump()));
+      if (!it->is_number_integer()) fail(fmt::format("{}{} = {}: not an integer", where, key, jsonExcerpt(*it)));
       return failed ? T{} : it->template get<T>();
     }
   }

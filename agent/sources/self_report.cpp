@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "headroom/util/json.h"
 #include "headroom/util/units.h"
 
 namespace headroom {
@@ -37,7 +38,7 @@ Result<std::uint64_t> fromJson(const nlohmann::json& v, std::string_view what) {
     auto s = parseSize(v.get<std::string>());
     if (s) return *s;
   }
-  return unexpected(makeError(0, fmt::format("{}: {} is not a byte count", what, v.dump())));
+  return unexpected(makeError(0, fmt::format("{}: {} is not a byte count", what, jsonExcerpt(v))));
 }
 
 // `name{a="x",b="y"}` -> name and labels. Label values may hold escaped quotes.

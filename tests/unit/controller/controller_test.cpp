@@ -840,6 +840,15 @@ TEST(ControllerState, SerialisesNamesThatAreNotUtf8) {
   EXPECT_THAT(back->last_kill->what, HasSubstr("zk)"));
 }
 
+// Found with the state_file fuzz target: a field of the wrong type was dumped whole into the
+// error; a deeply nested one overflowed the stack. The error names its kind instead.
+TEST(ControllerState, ADeeplyNestedFieldIsAnErrorNotAStackOverflow) {
+  constexpr std::size_t kDepth = 20000;  // ASan's stack overflowed at 1000
+  auto bad = parseState(R"({"version": )" + std::string(kDepth, '[') + std::string(kDepth, ']') + "}", "mem");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().describe(), HasSubstr("version = an array: not an integer"));
+}
+
 TEST(ControllerState, ARestartedControllerKeepsTheLearnedMarginAndCounts) {
   BudgetController before(BudgetPolicy{});
   BudgetDecision d = before.decide(simple());

@@ -82,5 +82,23 @@ TEST(SelfReport, APrometheusSampleByNameAndLabels) {
   EXPECT_FALSE(extractSelfReport(source("http://h:1/m#metric:cuzk_other"), "cuzk_other NaN\n"));
 }
 
+// Found with the self_report fuzz target, on an input beyond its length limit: a value that is
+// not a byte count was dumped whole into the error, and dump() recurses once per level, so a
+// prover's body of 400000 nested arrays (800 kB, under the file's 1 MiB cap) overflowed the
+// agent's stack. The error names the value's kind instead.
+TEST(SelfReport, ADeeplyNestedValueIsAnErrorNotAStackOverflow) {
+  constexpr std::size_t kDepth = 20000;  // ASan's stack overflowed at 1000
+  const std::string nested = std::string(kDepth, '[') + std::string(kDepth, ']');
+  auto whole = extractSelfReport(source("/run/prover/used"), R"({"used_bytes": )" + nested + "}");
+  ASSERT_FALSE(whole);
+  EXPECT_NE(whole.error().describe().find("an array is not a byte count"), std::string::npos)
+      << whole.error().describe().substr(0, 200);
+  auto field = extractSelfReport(source("http://h:1/s#json:a"), R"({"a": )" + nested + "}");
+  ASSERT_FALSE(field);
+  auto text = extractSelfReport(source("http://h:1/s#json:a"), R"({"a": ")" + std::string(1000, 'x') + R"("})");
+  ASSERT_FALSE(text);
+  EXPECT_LT(text.error().describe().size(), 200u) << "a long value is cut short in the message";
+}
+
 }  // namespace
 }  // namespace headroom
