@@ -264,7 +264,7 @@ HttpResponse HttpApi::probe(const HttpQuery& q) {
     if (auto it = q.find(opt); it != q.end()) {
       std::string flag = std::string("--") + opt;
       std::replace(flag.begin(), flag.end(), '_', '-');
-      argv.insert(argv.end(), {flag, it->second});
+      argv.push_back(flag + "=" + it->second);  // one argument: a value can never be read as a flag
     }
   }
   spdlog::info("probe of {} requested", cgroup);

@@ -117,6 +117,10 @@ TEST(HttpEndpoint, ProbeRequestsWithMistakesOrWhileOneRunsAreRefused) {
   r = post("/v1/probe?cgroup=" + sb->path() + "&chunk=lots");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("--chunk"), std::string::npos) << r.body;
+  // A value is a value: one that looks like a flag is not read as one.
+  r = post("/v1/probe?cgroup=" + sb->path() + "&max=--cgroup");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("--max"), std::string::npos) << r.body;
 
   // A probe held (its process stopped by the test), and a second request meanwhile.
   headroom::testing::HttpResponse first;
