@@ -13,7 +13,6 @@ import http.client
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -22,19 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def start_agent(binary):
-    p = subprocess.Popen([binary, "agent", "--listen", "127.0.0.1:0", "--interval", "1s", "--journal.enabled",
-                          "false"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    end = time.time() + 30
-    while time.time() < end:
-        line = p.stdout.readline()
-        if not line:
-            break
-        if "serving on http://" in line:
-            port = int(line.split("serving on http://", 1)[1].split()[0].rsplit(":", 1)[1])
-            threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
-            return p, port
-    p.kill()
-    raise SystemExit("http_abuse: the agent did not start")
+    """The bench's agent start (run.py's), on this binary, with 1 s samples and no journal."""
+    import run
+    run.HEADROOM = binary
+    return run.start_agent("--interval", "1s", "--journal.enabled", "false")
 
 
 def cpu_seconds(pid):

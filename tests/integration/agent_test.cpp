@@ -147,13 +147,7 @@ scrape_configs:
                                    "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)});
   ASSERT_TRUE(prom) << prom.error().describe();
 
-  auto query = [&](const std::string& q) -> nlohmann::json {
-    auto r = httpGet(prom_port, "/api/v1/query", {{"query", q}});
-    if (r.status != 200) return nlohmann::json::array();
-    auto j = nlohmann::json::parse(r.body, nullptr, false);
-    if (j.is_discarded() || j["status"] != "success") return nlohmann::json::array();
-    return j["data"]["result"];
-  };
+  auto query = [&](const std::string& q) { return headroom::testing::promQuery(prom_port, q); };
   std::string sel = fmt::format(R"({{cgroup="{}"}})", sb->path());
   nlohmann::json result;
   auto end = Clock::now() + 60s;

@@ -73,6 +73,14 @@ HttpResponse httpPost(int port, const std::string& path) {
   return {r->status, r->body};
 }
 
+nlohmann::json promQuery(int port, const std::string& query) {
+  auto r = httpGet(port, "/api/v1/query", {{"query", query}});
+  if (r.status != 200) return nlohmann::json::array();
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || j["status"] != "success") return nlohmann::json::array();
+  return j["data"]["result"];
+}
+
 std::optional<double> metric(const std::string& text, const std::string& name,
                              const std::map<std::string, std::string>& want) {
   static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");

@@ -62,6 +62,9 @@ using HttpParams = std::multimap<std::string, std::string>;
 HttpResponse httpGet(int port, const std::string& path, const HttpParams& params = {});
 // POST http://127.0.0.1:port/path: 2 s to connect, 120 s to read (a probe takes a while).
 HttpResponse httpPost(int port, const std::string& path);
+// A PromQL instant query to the Prometheus on 127.0.0.1:port: its result, [] when it has none
+// (or does not answer yet).
+nlohmann::json promQuery(int port, const std::string& query);
 
 // The value of one series in an exposition text: `name{...}` whose labels include `want`.
 std::optional<double> metric(const std::string& text, const std::string& name,
