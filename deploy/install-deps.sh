@@ -10,7 +10,7 @@ build_pkgs=(
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libsystemd-dev
-  libssl-dev libcrypt-dev libyaml-cpp-dev
+  libssl-dev libcrypt-dev libyaml-cpp-dev libcurl4-openssl-dev
 )
 test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml libxml2-utils libcap2-bin systemd
            # the HTTP endpoint over TLS: certificates made by the tests, a client with a certificate

@@ -34,7 +34,7 @@ Result<SensorsConfig> sensorsConfig(const SnapshotOptions& opts, const FsRoot& f
   return sc;
 }
 
-int watchOoms(const SnapshotOptions& opts, Sensors& sensors, std::ostream& out) {
+int watchOoms(const SnapshotOptions& opts, const FsRoot& fs, Sensors& sensors, std::ostream& out) {
   std::signal(SIGINT, onStopSignal);
   std::signal(SIGTERM, onStopSignal);
   if (opts.json) {
@@ -47,6 +47,7 @@ int watchOoms(const SnapshotOptions& opts, Sensors& sensors, std::ostream& out) 
       out << fmt::format("sensor {}: {}{}\n", s.name, toString(s.state), s.reason.empty() ? "" : " (" + s.reason + ")");
     out << "watching for OOM kills (Ctrl-C to stop)\n" << std::flush;
   }
+  WorkloadResolver names(fs, WorkloadLookup{});
   std::size_t seen = 0;
   auto deadline = opts.watch_seconds > 0 ? std::chrono::steady_clock::now() +
                                                std::chrono::milliseconds(static_cast<long>(opts.watch_seconds * 1000))
@@ -54,7 +55,21 @@ int watchOoms(const SnapshotOptions& opts, Sensors& sensors, std::ostream& out) 
   while (!g_stop && std::chrono::steady_clock::now() < deadline) {
     sensors.poll(100);
     for (const OomEvent& e : sensors.takeOomEvents()) {
-      out << (opts.json ? dumpJson(toJson(e)) : describeOom(e)) << "\n" << std::flush;
+      // The workload of the OOM domain, else of the first victim: the paths as the kernel names them.
+      std::string about = e.domain_cgroup && !e.domain_cgroup->empty() ? normaliseCgroupPath(*e.domain_cgroup) : "";
+      if (about.empty() && !e.victims.empty() && !e.victims.front().cgroup.empty())
+        about = normaliseCgroupPath(e.victims.front().cgroup);
+      const OomWorkloads w = oomWorkloads(e, about, names);
+      if (opts.json) {
+        out << dumpJson(toJson(e, w)) << "\n" << std::flush;
+      } else {
+        std::string line = describeOom(e);
+        for (std::size_t i = 0; i < w.victims.size(); ++i) {
+          if (std::string d = describeWorkload(w.victims[i]); !d.empty())
+            line += fmt::format(" | victim {} workload: {}", e.victims[i].process(), d);
+        }
+        out << line << "\n" << std::flush;
+      }
       if (opts.max_ooms > 0 && ++seen >= opts.max_ooms) return kExitOk;
     }
     (void)sensors.takeExitEvents();
@@ -72,7 +87,7 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   auto sc = sensorsConfig(opts, *source->fs);
   if (!sc) return fail(err, "snapshot", sc.error());
   auto sensors = Sensors::start(*source->fs, *sc, source->collector->mounts());
-  if (opts.watch_ooms) return watchOoms(opts, *sensors, out);
+  if (opts.watch_ooms) return watchOoms(opts, *source->fs, *sensors, out);
 
   CollectOptions co;
   if (opts.cgroup) co.cgroups = {*opts.cgroup};
@@ -85,7 +100,8 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   for (const ProcessSample& p : raw->processes) pids.push_back(p.pid);
   sensors->discoverCuda(pids);
   auto readings = sensors->readings(raw->processes);
-  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(*rules)), std::move(readings));
+  WorkloadResolver names(*source->fs, WorkloadLookup{});
+  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(*rules)), std::move(readings), &names);
   if (opts.json)
     out << dumpJson(toJson(*snap), 2) << "\n";
   else

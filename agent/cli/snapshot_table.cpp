@@ -74,6 +74,7 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
     std::string bound = c.tightest ? (c.tightest->name == m.path ? "own limit" : c.tightest->name) : "-";
     o += fmt::format("  {:<44} {:>10} {:>10} {:>10} {:>10}  {}\n", shorten(m.path, 44), optBytes(m.limit),
                      formatBytes(m.usage), optBytes(m.peak, "-"), optBytes(c.headroom(), "-"), bound);
+    if (std::string w = describeWorkload(c.workload); !w.empty()) o += fmt::format("      workload     {}\n", w);
     const Attribution& a = c.attribution;
     o += fmt::format("      visible      {:>10}  {}\n", formatBytes(a.visibleBytes()), partsLine(a, true));
     o += fmt::format("      invisible    {:>10}  {}\n", formatBytes(a.invisibleBytes()), partsLine(a, false));

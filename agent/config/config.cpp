@@ -254,6 +254,9 @@ Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
       {"journal.path", str([](const AgentConfig& c) { return c.journal.path; })},
       {"journal.max_bytes", size([](const AgentConfig& c) { return c.journal.max_bytes; })},
       {"journal.flight_window", duration([](const AgentConfig& c) { return c.journal.flight_window; })},
+      {"workloads.docker_socket", str([](const AgentConfig& c) { return c.workloads.docker_socket; })},
+      {"workloads.podman_socket", str([](const AgentConfig& c) { return c.workloads.podman_socket; })},
+      {"workloads.kubernetes_logs", boolean([](const AgentConfig& c) { return c.workloads.kubernetes_logs; })},
       {"prover.self_report", str([](const AgentConfig& c) { return c.self_report; })},
   };
   auto it = kGet.find(name);

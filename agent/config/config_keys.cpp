@@ -135,6 +135,15 @@ Result<std::string> optionalPathOf(const Given& g) {
   return s;
 }
 
+// An absolute path, or "" for none (the thing it names is not used).
+Result<std::string> pathOrNoneOf(const Given& g) {
+  constexpr std::string_view kAllowed = R"(must be an absolute path, or "" for none)";
+  auto s = stringOf(g, kAllowed);
+  if (!s) return s;
+  if (!s->empty() && s->front() != '/') return g.fail(kAllowed);
+  return s;
+}
+
 Status setPathList(const std::vector<Given>& values, std::vector<std::string>& field) {
   auto paths = collect<std::string>(values, absolutePathOf);
   if (!paths) return paths.error();
@@ -457,6 +466,30 @@ std::vector<KeySpec> makeSpecs() {
         c.journal.flight_window = *t;
         return ok();
       }));
+  const WorkloadLookup wd;
+  k.push_back(scalar(
+      "workloads.docker_socket", "string",
+      fmt::format("Docker's API socket, asked for container names (\"\": never asked; default {})", wd.docker_socket),
+      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+        auto s = pathOrNoneOf(v.front());
+        if (!s) return s.error();
+        c.workloads.docker_socket = std::move(*s);
+        return ok();
+      }));
+  k.push_back(scalar("workloads.podman_socket", "string",
+                     fmt::format("Podman's rootful API socket, asked for its containers' names; a rootless "
+                                 "container's is its user's /run/user/UID/podman/podman.sock (\"\": Podman is never "
+                                 "asked; default {})",
+                                 wd.podman_socket),
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto s = pathOrNoneOf(v.front());
+                       if (!s) return s.error();
+                       c.workloads.podman_socket = std::move(*s);
+                       return ok();
+                     }));
+  k.push_back(boolKey("workloads.kubernetes_logs",
+                      "name pods, namespaces and their containers from the node's /var/log/containers entries",
+                      [](AgentConfig& c, bool b) { c.workloads.kubernetes_logs = b; }));
   k.push_back(scalar("prover.self_report", "string",
                      "where the prover says how much memory it believes it uses: /path/file, "
                      "http://127.0.0.1:PORT/PATH#json:FIELD.PATH or #metric:NAME{label=\"v\"}; default: none",

@@ -179,7 +179,8 @@ struct Agent::Impl {
         roles_(cfg_.role_rules),
         exporter_(limitsOf(cfg_)),
         api_(exporter_, std::move(probe_command), std::move(probe_unavailable)),
-        budget_(cfg_.budget, cfg_.role_rules, ProverBudget::Options{}) {
+        budget_(cfg_.budget, cfg_.role_rules, ProverBudget::Options{}),
+        names_(std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads)) {
     self_.start_time_seconds = unixSeconds();
     g_wake_fd = wake_.get();
     api_.setWakeFd(wake_.get());
@@ -232,6 +233,7 @@ struct Agent::Impl {
   ProcessCache processes_{pssPolicyOf(cfg_)};
   CgroupFileCache cgroup_files_;  // the watched cgroups' files, held open between samples
   ProverBudget budget_;
+  std::unique_ptr<WorkloadResolver> names_;  // the workloads' names, learnt as cgroups come
   IncidentJournal incidents_;
   CountedOoms counted_;
   AgentSelf self_;
@@ -362,16 +364,18 @@ void Agent::Impl::handleOom(const OomEvent& e) {
   for (const OomVictim& v : e.victims) {
     if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
     VictimPlace place = placeVictim(v, last.get(), roles_);
-    exporter_.recordOomKill(place.cgroup.empty() ? "unknown" : place.cgroup, place.role, v.comm, when);
+    const Workload w = place.cgroup.empty() ? Workload{} : names_->resolve(place.cgroup);
+    exporter_.recordOomKill(place.cgroup.empty() ? "unknown" : place.cgroup, w, place.role, v.comm, when);
   }
   // Counted kills no gone process could stand for: counted still, the process unknown.
   if (e.from_counter) {
     for (std::size_t i = e.victims.size(); i < e.counted_kills; ++i)
-      exporter_.recordOomKill(e.counter_cgroup, roles_.match(0, 0, "", "", e.counter_cgroup), "unknown", when);
+      exporter_.recordOomKill(e.counter_cgroup, names_->resolve(e.counter_cgroup),
+                              roles_.match(0, 0, "", "", e.counter_cgroup), "unknown", when);
   }
   spdlog::warn("{}", describeOom(e));
   // The record first: it holds the budget in force at the kill, before the kill grows it.
-  IncidentFacts facts{&budget_, self_reported_, sensors_->status(), host_, cfg_.top_processes};
+  IncidentFacts facts{&budget_, self_reported_, sensors_->status(), host_, cfg_.top_processes, names_.get()};
   flushJournal();  // records that wait go first, in the order of their kills
   const std::uint64_t dropped = incidents_.dropped();
   if (auto id = incidents_.record(e, facts)) {
@@ -396,7 +400,7 @@ void Agent::Impl::handleOom(const OomEvent& e) {
                     formatBytes(IncidentJournal::kMaxPendingBytes));
   }
   if (budget_.onOomKill(e, last.get(), roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
-  api_.publishOom(e);
+  api_.publishOom(e, oomWorkloads(e, oomRecordCgroup(e, last.get()), *names_));
 }
 
 void Agent::Impl::flushJournal() {
@@ -474,6 +478,7 @@ void Agent::Impl::reload() {
   setupLogging(cfg_.log_format, setup_.log_level.value_or(cfg_.log_level));
   roles_ = RoleMatcher(cfg_.role_rules);
   exporter_.setLimits(limitsOf(cfg_));
+  if (!(cfg_.workloads == names_->lookup())) names_ = std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads);
   api_.configure(apiSettingsOf(cfg_));
   setSelfReport();
   if (auto st = incidents_.configure(cfg_.journal); !st) journalOff(st.error());
@@ -585,7 +590,7 @@ void Agent::Impl::sample() {
   const ThreadCpu model_start = threadCpu();
   SensorReadings readings = sensors_->readings(raw->processes);
   addBudgetCgroup(*raw);
-  auto snap = buildSnapshot(std::move(*raw), roles_, std::move(readings));
+  auto snap = buildSnapshot(std::move(*raw), roles_, std::move(readings), names_.get());
   readSelfReport();
   std::map<std::string, std::uint64_t> self_by_cgroup;
   if (std::string bc = budget_.cgroup(); !bc.empty() && self_reported_) self_by_cgroup[bc] = *self_reported_;
@@ -604,6 +609,7 @@ void Agent::Impl::sample() {
   exporter_.update(*snap, counters(), self_);
   self_.sample_cpu.exporter += threadCpu() - exporter_start;
 
+  names_->forgetIdle();
   incidents_.keep(snap);
   api_.publish(SamplePublication{std::move(snap), sensors_->status(),
                                  std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.interval).count(),

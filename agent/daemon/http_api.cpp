@@ -95,8 +95,8 @@ void HttpApi::publishJournal(nlohmann::json state) {
   journal_ = std::move(state);
 }
 
-void HttpApi::publishOom(const OomEvent& e) {
-  nlohmann::json j = toJson(e);
+void HttpApi::publishOom(const OomEvent& e, const OomWorkloads& workloads) {
+  nlohmann::json j = toJson(e, workloads);
   j["tasks_total"] = e.tasks.size();
   if (e.tasks.size() > kTasksKept) {
     auto& tasks = j["tasks"];

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <exception>
@@ -30,6 +31,15 @@ namespace headroom {
 namespace {
 
 using namespace exporter_detail;  // the family names
+
+// The labels every series about a cgroup starts with (the catalogue's kCgroupLabels): its path
+// and what operators call it.
+struct CgroupLabels {
+  std::string_view path, unit, container, pod, pod_namespace;
+};
+CgroupLabels labelsOf(std::string_view path, const Workload& w) {
+  return {path, w.identity.unit, w.container, w.pod, w.pod_namespace};
+}
 
 // The catalogue's entry for a family the code is about to fill: a name missing from it is a
 // programming error (asserted in debug builds; the family is left out otherwise).
@@ -104,10 +114,21 @@ class SeriesSink {
 
   // One series of the family `name`, label values in the catalogue's label order.
   void add(std::string_view name, std::initializer_list<std::string_view> values, double value) {
-    put(name, values, value, false);
+    put(name, values.begin(), values.size(), value, false);
   }
+  // One series of a family whose labels start with a cgroup's (kCgroupLabels): those, then `rest`.
+  void add(std::string_view name, const CgroupLabels& cg, std::initializer_list<std::string_view> rest, double value) {
+    std::array<std::string_view, 8> values{cg.path, cg.unit, cg.container, cg.pod, cg.pod_namespace};
+    std::size_t n = 5;
+    for (std::string_view v : rest) {
+      if (n == values.size()) return;
+      values[n++] = v;
+    }
+    put(name, values.data(), n, value, false);
+  }
+  void add(std::string_view name, const CgroupLabels& cg, double value) { add(name, cg, {}, value); }
   // A series outside the budget (the reserved accounting series).
-  void addReserved(std::string_view name, double value) { put(name, {}, value, true); }
+  void addReserved(std::string_view name, double value) { put(name, nullptr, 0, value, true); }
 
   void setCountingOnly(bool on) { counting_only_ = on; }
   std::size_t added() const { return added_; }
@@ -162,11 +183,11 @@ class SeriesSink {
     std::size_t set = 0;                               // series set in this update
   };
 
-  void put(std::string_view name, std::initializer_list<std::string_view> values, double value, bool reserved) {
+  void put(std::string_view name, const std::string_view* values, std::size_t n, double value, bool reserved) {
     const MetricInfo* info = infoOf(name);
     if (info == nullptr) return;
-    assert(values.size() == info->labels.size() && "label values do not match the catalogue");
-    if (values.size() != info->labels.size()) return;
+    assert(n == info->labels.size() && "label values do not match the catalogue");
+    if (n != info->labels.size()) return;
     if (counting_only_ || (!reserved && added_ >= budget_)) {
       ++dropped_;
       return;
@@ -177,7 +198,7 @@ class SeriesSink {
       labels_ += labels_.empty() ? '{' : ',';
       labels_ += info->labels[i];
       labels_ += "=\"";
-      const std::string_view v = values.begin()[i];
+      const std::string_view v = values[i];
       if (isPrintableAscii(v))
         appendEscaped(labels_, v, true);
       else
@@ -353,51 +374,51 @@ ProcessGroups groupProcesses(const Snapshot& snap, const std::unordered_set<std:
   return out;
 }
 
-void emitProcessGroup(SeriesSink& sink, const ProcessGroup& g) {
-  const std::string_view cgroup = g.cgroup;
+void emitProcessGroup(SeriesSink& sink, const ProcessGroup& g, const Workload& w) {
+  const CgroupLabels cg = labelsOf(g.cgroup, w);
   const std::string_view role = toString(g.role);
   const std::string_view process = g.process;
-  sink.add(kProcRss, {cgroup, role, process, "anon"}, num(g.rss_anon));
-  sink.add(kProcRss, {cgroup, role, process, "file"}, num(g.rss_file));
-  sink.add(kProcRss, {cgroup, role, process, "shmem"}, num(g.rss_shmem));
-  if (g.pss_known) sink.add(kProcPss, {cgroup, role, process}, num(g.pss));
-  sink.add(kProcPageTables, {cgroup, role, process}, num(g.page_tables));
-  sink.add(kProcSwap, {cgroup, role, process}, num(g.swap));
+  sink.add(kProcRss, cg, {role, process, "anon"}, num(g.rss_anon));
+  sink.add(kProcRss, cg, {role, process, "file"}, num(g.rss_file));
+  sink.add(kProcRss, cg, {role, process, "shmem"}, num(g.rss_shmem));
+  if (g.pss_known) sink.add(kProcPss, cg, {role, process}, num(g.pss));
+  sink.add(kProcPageTables, cg, {role, process}, num(g.page_tables));
+  sink.add(kProcSwap, cg, {role, process}, num(g.swap));
   if (g.has_pinned) {
-    sink.add(kProcPinned, {cgroup, role, process}, num(g.pinned));
-    sink.add(kProcPinnedPeak, {cgroup, role, process}, num(g.pinned_peak));
+    sink.add(kProcPinned, cg, {role, process}, num(g.pinned));
+    sink.add(kProcPinnedPeak, cg, {role, process}, num(g.pinned_peak));
   }
-  if (g.has_device) sink.add(kProcDevice, {cgroup, role, process}, num(g.device));
-  if (g.has_device_peak) sink.add(kProcDevicePeak, {cgroup, role, process}, num(g.device_peak));
-  sink.add(kProcFaults, {cgroup, role, process, "minor"}, num(g.minflt));
-  sink.add(kProcFaults, {cgroup, role, process, "major"}, num(g.majflt));
+  if (g.has_device) sink.add(kProcDevice, cg, {role, process}, num(g.device));
+  if (g.has_device_peak) sink.add(kProcDevicePeak, cg, {role, process}, num(g.device_peak));
+  sink.add(kProcFaults, cg, {role, process, "minor"}, num(g.minflt));
+  sink.add(kProcFaults, cg, {role, process, "major"}, num(g.majflt));
   if (g.has_activity) {
-    sink.add(kProcMmap, {cgroup, role, process, "mmap"}, num(g.mmap));
-    sink.add(kProcMmap, {cgroup, role, process, "munmap"}, num(g.munmap));
+    sink.add(kProcMmap, cg, {role, process, "mmap"}, num(g.mmap));
+    sink.add(kProcMmap, cg, {role, process, "munmap"}, num(g.munmap));
   }
-  sink.add(kProcGroupSize, {cgroup, role, process}, num(g.count));
+  sink.add(kProcGroupSize, cg, {role, process}, num(g.count));
 }
 
 void emitCgroup(SeriesSink& sink, const CgroupSnapshot& c) {
   const CgroupMemory& m = c.memory;
-  const std::string_view path = m.path;
-  sink.add(kCgroupUsage, {path}, num(m.usage));
-  if (m.limit) sink.add(kCgroupLimit, {path}, num(*m.limit));
-  if (c.tightest) sink.add(kCgroupEffectiveLimit, {path}, num(c.tightest->limit));
-  if (auto h = c.headroom()) sink.add(kCgroupHeadroom, {path}, num(*h));
-  if (m.peak) sink.add(kCgroupPeak, {path}, num(*m.peak));
-  for (const Part& p : c.attribution.parts) sink.add(kCgroupMemory, {path, toString(p.kind)}, num(p.bytes));
-  sink.add(kCgroupMemory, {path, "unattributed"}, static_cast<double>(c.attribution.unattributed));
-  sink.add(kCgroupInvisible, {path}, num(c.attribution.invisibleBytes()));
-  if (m.oom_events) sink.add(kCgroupOomEvents, {path}, num(*m.oom_events));
-  if (m.oom_kills) sink.add(kCgroupOomKills, {path}, num(*m.oom_kills));
+  const CgroupLabels cg = labelsOf(m.path, c.workload);
+  sink.add(kCgroupUsage, cg, num(m.usage));
+  if (m.limit) sink.add(kCgroupLimit, cg, num(*m.limit));
+  if (c.tightest) sink.add(kCgroupEffectiveLimit, cg, num(c.tightest->limit));
+  if (auto h = c.headroom()) sink.add(kCgroupHeadroom, cg, num(*h));
+  if (m.peak) sink.add(kCgroupPeak, cg, num(*m.peak));
+  for (const Part& p : c.attribution.parts) sink.add(kCgroupMemory, cg, {toString(p.kind)}, num(p.bytes));
+  sink.add(kCgroupMemory, cg, {"unattributed"}, static_cast<double>(c.attribution.unattributed));
+  sink.add(kCgroupInvisible, cg, num(c.attribution.invisibleBytes()));
+  if (m.oom_events) sink.add(kCgroupOomEvents, cg, num(*m.oom_events));
+  if (m.oom_kills) sink.add(kCgroupOomKills, cg, num(*m.oom_kills));
   const std::optional<std::uint64_t> hits = m.version == 1 ? m.failcnt : m.events.get("max");
-  if (hits) sink.add(kCgroupLimitHits, {path}, num(*hits));
+  if (hits) sink.add(kCgroupLimitHits, cg, num(*hits));
   if (m.pressure) {
-    sink.add(kCgroupPressure, {path, "some"}, sec(m.pressure->some.total_us));
-    if (m.pressure->full) sink.add(kCgroupPressure, {path, "full"}, sec(m.pressure->full->total_us));
+    sink.add(kCgroupPressure, cg, {"some"}, sec(m.pressure->some.total_us));
+    if (m.pressure->full) sink.add(kCgroupPressure, cg, {"full"}, sec(m.pressure->full->total_us));
   }
-  sink.add(kCgroupProcesses, {path}, num(c.processes.size()));
+  sink.add(kCgroupProcesses, cg, num(c.processes.size()));
 }
 
 void emitHost(SeriesSink& sink, const HostSnapshot& host) {
@@ -503,6 +524,7 @@ struct Exporter::State {
   struct OomCount {
     double kills = 0;
     double last_timestamp_s = 0;
+    Workload workload;  // of the cgroup, at its latest kill
   };
   std::string page;        // the last update's exposition text (the scrape duration is added per scrape)
   std::size_t series = 0;  // sample lines render() writes
@@ -573,7 +595,8 @@ void Exporter::setLimits(ExporterLimits limits) {
   limits_ = limits;
 }
 
-void Exporter::recordOomKill(const std::string& cgroup, Role role, const std::string& process, double timestamp_s) {
+void Exporter::recordOomKill(const std::string& cgroup, const Workload& workload, Role role, const std::string& process,
+                             double timestamp_s) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& kills = state_->oom_kills;
   const std::string r = toString(role);
@@ -586,6 +609,7 @@ void Exporter::recordOomKill(const std::string& cgroup, Role role, const std::st
   State::OomCount& c = kills[key];
   c.kills += 1;
   c.last_timestamp_s = std::max(c.last_timestamp_s, timestamp_s);
+  if (std::get<0>(key) == cgroup) c.workload = workload;  // "other" sums several: no one's names
 }
 
 void Exporter::update(const Snapshot& snap, const SensorCounters& counters, const AgentSelf& self) {
@@ -619,27 +643,47 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     emitAgent(sink, snap, self, update_failures);
     emitSensors(sink, snap, counters);
     emitHost(sink, snap.host);
+    // Each cgroup's workload, by path: the sampled ones' from the snapshot, any other's from its
+    // path alone (a probe's or the budget's cgroup that holds no process now).
+    std::unordered_map<std::string_view, const Workload*> workloads;
+    workloads.reserve(snap.cgroups.size());
+    for (const CgroupSnapshot& c : snap.cgroups) workloads.emplace(c.memory.path, &c.workload);
+    std::map<std::string, Workload, std::less<>> unsampled;
+    auto workloadOf = [&](std::string_view path) -> const Workload& {
+      if (auto it = workloads.find(path); it != workloads.end()) return *it->second;
+      auto it = unsampled.find(path);
+      if (it == unsampled.end()) {
+        Workload w;
+        w.identity = identifyCgroup(path);
+        it = unsampled.emplace(std::string(path), std::move(w)).first;
+      }
+      return it->second;
+    };
     for (const auto& [key, c] : oom_kills) {
       const auto& [cgroup, role, process] = key;
-      sink.add(kOomKills, {cgroup, role, process}, c.kills);
-      sink.add(kOomKillLast, {cgroup, role, process}, c.last_timestamp_s);
+      const CgroupLabels cg = labelsOf(cgroup, c.workload);
+      sink.add(kOomKills, cg, {role, process}, c.kills);
+      sink.add(kOomKillLast, cg, {role, process}, c.last_timestamp_s);
     }
     if (budget) {
-      if (budget->valid) sink.add(kBudget, {budget->cgroup}, num(budget->budget));
-      sink.add(kMargin, {budget->cgroup}, num(budget->margin));
-      sink.add(kBudgetGeneration, {budget->cgroup}, num(budget->generation));
+      const CgroupLabels cg = labelsOf(budget->cgroup, workloadOf(budget->cgroup));
+      if (budget->valid) sink.add(kBudget, cg, num(budget->budget));
+      sink.add(kMargin, cg, num(budget->margin));
+      sink.add(kBudgetGeneration, cg, num(budget->generation));
     }
-    for (const auto& [key, n] : margin_changes) sink.add(kMarginChanges, {key.first, key.second}, n);
+    for (const auto& [key, n] : margin_changes)
+      sink.add(kMarginChanges, labelsOf(key.first, workloadOf(key.first)), {key.second}, n);
     for (const auto& [outcome, n] : probe_outcomes) sink.add(kProbes, {outcome}, n);
     for (const auto& [cgroup, p] : probes) {
-      sink.add(kProbeAllocatable, {cgroup}, p.allocatable_bytes);
-      sink.add(kProbeAllocated, {cgroup}, p.allocated_bytes);
-      sink.add(kProbeOverhead, {cgroup, "others"}, p.others_growth_bytes);
-      sink.add(kProbeOverhead, {cgroup, "kernel"}, p.kernel_overhead_bytes);
-      sink.add(kProbeThroughput, {cgroup}, p.bytes_per_second);
-      sink.add(kProbeDuration, {cgroup}, p.duration_seconds);
-      sink.add(kProbeTimestamp, {cgroup}, p.timestamp_s);
-      sink.add(kProbeAborted, {cgroup}, p.aborted ? 1 : 0);
+      const CgroupLabels cg = labelsOf(cgroup, workloadOf(cgroup));
+      sink.add(kProbeAllocatable, cg, p.allocatable_bytes);
+      sink.add(kProbeAllocated, cg, p.allocated_bytes);
+      sink.add(kProbeOverhead, cg, {"others"}, p.others_growth_bytes);
+      sink.add(kProbeOverhead, cg, {"kernel"}, p.kernel_overhead_bytes);
+      sink.add(kProbeThroughput, cg, p.bytes_per_second);
+      sink.add(kProbeDuration, cg, p.duration_seconds);
+      sink.add(kProbeTimestamp, cg, p.timestamp_s);
+      sink.add(kProbeAborted, cg, p.aborted ? 1 : 0);
     }
 
     std::vector<const CgroupSnapshot*> cgroups;
@@ -659,9 +703,9 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     emitHttp(sink, self.http);
 
     const ProcessGroups groups = groupProcesses(snap, left_out, limits.top_processes);
-    for (const ProcessGroup& g : groups.shown) emitProcessGroup(sink, g);
+    for (const ProcessGroup& g : groups.shown) emitProcessGroup(sink, g, workloadOf(g.cgroup));
     sink.setCountingOnly(true);
-    for (const ProcessGroup& g : groups.left_out) emitProcessGroup(sink, g);
+    for (const ProcessGroup& g : groups.left_out) emitProcessGroup(sink, g, workloadOf(g.cgroup));
     sink.setCountingOnly(false);
 
     // The reserved series, in this order of priority when max_series is tiny.

@@ -16,9 +16,16 @@ std::vector<MetricInfo> buildCatalog() {
   using L = std::vector<std::string>;
   constexpr MetricType kG = MetricType::kGauge;
   constexpr MetricType kC = MetricType::kCounter;
-  const L cg = {"cgroup"};
-  const L proc = {"cgroup", "role", "process"};
-  const L proc_kind = {"cgroup", "role", "process", "kind"};
+  // Every family about a cgroup starts with its path and what operators call it (the
+  // exporter's CgroupLabels): "cgroup", "unit", "container", "pod", "namespace".
+  const L cg = {"cgroup", "unit", "container", "pod", "namespace"};
+  auto with = [&cg](std::initializer_list<std::string> more) {
+    L out = cg;
+    out.insert(out.end(), more);
+    return out;
+  };
+  const L proc = with({"role", "process"});
+  const L proc_kind = with({"role", "process", "kind"});
   return {
       // agent
       {kBuildInfo, kG, {"version"}, "Always 1; the agent's version is the label."},
@@ -79,17 +86,15 @@ std::vector<MetricInfo> buildCatalog() {
       {kProcessesSkipped, kG, {}, "Processes seen but not read in the last sample (over the process cap)."},
       {kCgroupsMissing, kG, {}, "Watched cgroups (config key cgroups) that did not exist at the last sample."},
       // probe
-      {kProbeAllocatable, kG, {"cgroup"}, "What the latest probe found allocatable in the cgroup, in bytes."},
-      {kProbeAllocated, kG, {"cgroup"}, "What the latest probe allocated and touched, in bytes."},
-      {kProbeOverhead,
-       kG,
-       {"cgroup", "kind"},
+      {kProbeAllocatable, kG, cg, "What the latest probe found allocatable in the cgroup, in bytes."},
+      {kProbeAllocated, kG, cg, "What the latest probe allocated and touched, in bytes."},
+      {kProbeOverhead, kG, with({"kind"}),
        "The latest probe's charge beyond what it allocated, in bytes, by kind (others: other processes' growth; "
        "kernel)."},
-      {kProbeThroughput, kG, {"cgroup"}, "The latest probe's touching speed, in bytes per second."},
-      {kProbeDuration, kG, {"cgroup"}, "How long the latest probe took, release and reclaim included, in seconds."},
-      {kProbeTimestamp, kG, {"cgroup"}, "When the latest probe of the cgroup ran, in seconds since the Unix epoch."},
-      {kProbeAborted, kG, {"cgroup"}, "1 when the latest probe stopped early because memory pressure rose."},
+      {kProbeThroughput, kG, cg, "The latest probe's touching speed, in bytes per second."},
+      {kProbeDuration, kG, cg, "How long the latest probe took, release and reclaim included, in seconds."},
+      {kProbeTimestamp, kG, cg, "When the latest probe of the cgroup ran, in seconds since the Unix epoch."},
+      {kProbeAborted, kG, cg, "1 when the latest probe stopped early because memory pressure rose."},
       {kProbes, kC, {"outcome"}, "Probe requests by outcome (done, aborted, failed, refused)."},
       // budget
       {kBudget, kG, cg,
@@ -98,9 +103,7 @@ std::vector<MetricInfo> buildCatalog() {
       {kMargin, kG, cg, "What the budget keeps back for everything the controller cannot see, in bytes."},
       {kBudgetGeneration, kG, cg,
        "Rises whenever the published budget or margin changes; a long-running prover re-reads /v1/budget then."},
-      {kMarginChanges,
-       kC,
-       {"cgroup", "reason"},
+      {kMarginChanges, kC, with({"reason"}),
        "Changes to the prover's learned margin, by reason (oom_kill: grown after an OOM kill; give_back: shrunk after "
        "clean periods)."},
       // sensors
@@ -128,18 +131,14 @@ std::vector<MetricInfo> buildCatalog() {
       {kCgroupUsage, kG, cg, "Memory charged to the cgroup and its descendants, in bytes."},
       {kCgroupPeak, kG, cg, "Highest memory usage the kernel recorded for the cgroup, in bytes."},
       {kCgroupHeadroom, kG, cg, "Room left under the tightest bound, in bytes."},
-      {kCgroupMemory,
-       kG,
-       {"cgroup", "kind"},
+      {kCgroupMemory, kG, with({"kind"}),
        "The cgroup's usage split into parts, in bytes; with kind=unattributed they add up to usage."},
       {kCgroupInvisible, kG, cg, "Memory charged to the cgroup that no process's RSS shows, in bytes."},
       {kCgroupOomEvents, kC, cg, "Times the cgroup hit its limit and the OOM killer was invoked (memory.events oom)."},
       {kCgroupOomKills, kC, cg,
        "Processes the OOM killer killed in the cgroup (memory.events oom_kill, v1 oom_control)."},
       {kCgroupLimitHits, kC, cg, "Times usage hit the limit (v1 memory.failcnt, v2 memory.events max)."},
-      {kCgroupPressure,
-       kC,
-       {"cgroup", "kind"},
+      {kCgroupPressure, kC, with({"kind"}),
        "Memory pressure stall time of the cgroup (v2 memory.pressure total), in seconds."},
       {kCgroupProcesses, kG, cg, "Processes in the cgroup and its descendants."},
       // processes
@@ -153,9 +152,7 @@ std::vector<MetricInfo> buildCatalog() {
       {kProcDevice, kG, proc, "CUDA device memory allocated by the processes in the group, in bytes."},
       {kProcDevicePeak, kG, proc, "Sum of the processes' peak CUDA device memory, in bytes."},
       {kProcFaults, kC, proc_kind, "Page faults of the processes in the group, by kind (minor, major)."},
-      {kProcMmap,
-       kC,
-       {"cgroup", "role", "process", "op"},
+      {kProcMmap, kC, with({"role", "process", "op"}),
        "Bytes the processes in the group mapped and unmapped, by op (mmap, munmap)."},
       {kProcGroupSize, kG, proc, "Processes summed into the group's series."},
   };

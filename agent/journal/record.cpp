@@ -25,9 +25,13 @@ double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 json cgroupJson(const Snapshot& snap, const CgroupSnapshot& c) {
   json bounds = json::array();
   for (const Bound& b : c.bounds) bounds.push_back(toJson(b));
-  return {{"path", c.memory.path},      {"sampled_at", seconds(snap.wall_time_ns)},
-          {"memory", toJson(c.memory)}, {"attribution", toJson(c.attribution)},
-          {"bounds", bounds},           {"tightest_bound", c.tightest ? toJson(*c.tightest) : json(nullptr)}};
+  return {{"path", c.memory.path},
+          {"sampled_at", seconds(snap.wall_time_ns)},
+          {"memory", toJson(c.memory)},
+          {"workload", toJson(c.workload)},
+          {"attribution", toJson(c.attribution)},
+          {"bounds", bounds},
+          {"tightest_bound", c.tightest ? toJson(*c.tightest) : json(nullptr)}};
 }
 
 // The cgroup's processes (already by PSS, largest first), at most `per_role` of each role.
@@ -83,7 +87,17 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
   const std::string cgroup = ctx.cgroup.empty() ? oomRecordCgroup(e, ctx.last) : normaliseCgroupPath(ctx.cgroup);
   const CgroupSnapshot* cg = ctx.last != nullptr && !cgroup.empty() ? ctx.last->findCgroup(cgroup) : nullptr;
 
-  json event = toJson(e);
+  // Without names looked up, each workload is what the paths say.
+  OomWorkloads workloads = ctx.workloads;
+  if (workloads.cgroup.empty()) workloads.cgroup.identity = identifyCgroup(cgroup);
+  workloads.victims.resize(e.victims.size());
+  for (std::size_t i = 0; i < e.victims.size(); ++i) {
+    if (workloads.victims[i].empty() && !e.victims[i].cgroup.empty())
+      workloads.victims[i].identity = identifyCgroup(normaliseCgroupPath(e.victims[i].cgroup));
+  }
+  json event = toJson(e, workloads);
+  json workload = event["workload"];  // the record's own, at its top
+  event.erase("workload");
   event["tasks_total"] = e.tasks.size();  // the journal keeps every task; /v1/ooms may keep fewer
   json at_kill = event["at_kill"];        // the record's own, at its top
   event.erase("at_kill");
@@ -135,6 +149,7 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
       {"kill_time", ctx.kill_wall_ns != 0 ? json(seconds(ctx.kill_wall_ns)) : json(nullptr)},
       {"host",
        {{"hostname", ctx.host.hostname}, {"kernel", ctx.host.kernel}, {"agent_version", ctx.host.agent_version}}},
+      {"workload", std::move(workload)},
       {"at_kill", std::move(at_kill)},
       {"event", std::move(event)},
       {"cgroup", cg != nullptr ? cgroupJson(*ctx.last, *cg) : json(nullptr)},

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "headroom/model/snapshot.h"
+#include "headroom/model/snapshot_json.h"
 #include "headroom/sources/parse.h"
 #include "headroom/util/text.h"
 #include "headroom/util/units.h"
@@ -110,6 +111,13 @@ std::string reportSummary(const json& rec) {
   s += names.size() > 1 ? " were OOM-killed" : " was OOM-killed";
   std::string where = victimCgroup(rec);
   if (!where.empty()) s += " in " + where;
+  // What operators call it: the (first) victim's workload, else the record's.
+  std::string workload;
+  const json& event = objectAt(rec, "event");
+  if (auto vs = event.find("victims"); vs != event.end() && vs->is_array() && !vs->empty())
+    workload = describeWorkload(workloadFromJson(objectAt(vs->front(), "workload")));
+  if (workload.empty()) workload = describeWorkload(workloadFromJson(objectAt(rec, "workload")));
+  if (!workload.empty()) s += " (" + workload + ")";
 
   Domain d = domainOf(rec);
   std::string constraint = d.constraint.empty() ? "constraint not known" : d.constraint;

@@ -102,7 +102,16 @@ std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
   return lru > busy ? lru - busy : 0;
 }
 
-std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors) {
+OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names) {
+  OomWorkloads out;
+  if (!cgroup.empty()) out.cgroup = names.resolve(cgroup);
+  for (const OomVictim& v : e.victims)
+    out.victims.push_back(v.cgroup.empty() ? Workload{} : names.resolve(normaliseCgroupPath(v.cgroup)));
+  return out;
+}
+
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors,
+                                              WorkloadResolver* names) {
   auto snap = std::make_shared<Snapshot>();
   snap->wall_time_ns = raw.wall_time_ns;
   snap->monotonic_time_ns = raw.monotonic_time_ns;
@@ -224,6 +233,10 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     cs.bounds.push_back(Bound{"host", mi.mem_total, mi.mem_total - std::min(mi.mem_total, mi.mem_available), 0});
     cs.tightest = *std::min_element(cs.bounds.begin(), cs.bounds.end(),
                                     [](const Bound& x, const Bound& y) { return x.room() < y.room(); });
+    if (names != nullptr)
+      cs.workload = names->resolve(cg.path);
+    else
+      cs.workload.identity = identifyCgroup(cg.path);
     cs.memory = std::move(cg);
     snap->cgroups.push_back(std::move(cs));
   }

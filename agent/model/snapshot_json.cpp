@@ -246,6 +246,32 @@ json toJson(const KillBreakdown& b) {
   return j;
 }
 
+json toJson(const Workload& w) {
+  const WorkloadIdentity& id = w.identity;
+  return {{"unit", id.unit},       {"container", w.container},
+          {"pod", w.pod},          {"namespace", w.pod_namespace},
+          {"runtime", id.runtime}, {"container_id", id.container_id},
+          {"pod_uid", id.pod_uid}, {"qos", id.qos}};
+}
+
+Workload workloadFromJson(const json& j) {
+  Workload w;
+  if (!j.is_object()) return w;
+  auto str = [&j](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  w.identity.unit = str("unit");
+  w.container = str("container");
+  w.pod = str("pod");
+  w.pod_namespace = str("namespace");
+  w.identity.runtime = str("runtime");
+  w.identity.container_id = str("container_id");
+  w.identity.pod_uid = str("pod_uid");
+  w.identity.qos = str("qos");
+  return w;
+}
+
 json toJson(const Snapshot& s) {
   json cgroups = json::array();
   for (const CgroupSnapshot& c : s.cgroups) {
@@ -254,6 +280,7 @@ json toJson(const Snapshot& s) {
     json pids = json::array();
     for (std::size_t i : c.processes) pids.push_back(s.processes[i].sample.pid);
     cgroups.push_back({{"memory", toJson(c.memory)},
+                       {"workload", toJson(c.workload)},
                        {"attribution", toJson(c.attribution)},
                        {"bounds", bounds},
                        {"tightest_bound", c.tightest ? toJson(*c.tightest) : json(nullptr)},
@@ -384,6 +411,15 @@ json toJson(const OomEvent& e) {
           {"at_kill", optJson(breakdownAtKill(e))},
           {"kernel_report", kernelReportJson(e)},
           {"read_at_kill", readAtKillJson(e)}};
+}
+
+json toJson(const OomEvent& e, const OomWorkloads& w) {
+  json j = toJson(e);
+  j["workload"] = toJson(w.cgroup);
+  json& victims = j["victims"];
+  for (std::size_t i = 0; i < victims.size(); ++i)
+    victims[i]["workload"] = toJson(i < w.victims.size() ? w.victims[i] : Workload{});
+  return j;
 }
 
 json toJson(const ExitEvent& e) {

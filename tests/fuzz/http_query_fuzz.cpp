@@ -20,7 +20,7 @@ headroom::HttpApi& api() {
     s.probe_min_interval = std::chrono::milliseconds(0);
     s.recent_ooms = 4;
     a.configure(s);
-    for (int i = 0; i < 3; ++i) a.publishOom(OomEvent{});
+    for (int i = 0; i < 3; ++i) a.publishOom(OomEvent{}, {});
     return true;
   }();
   (void)configured;

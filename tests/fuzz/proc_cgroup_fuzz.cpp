@@ -1,8 +1,8 @@
 // /proc/<pid>/cgroup ("ID:CONTROLLERS:PATH" lines, v1 and v2): the memory cgroup's path, normalised,
 // and the workload identity read from it.
 #include "fuzz_support.h"
-#include "headroom/model/workload.h"
 #include "headroom/sources/cgroup.h"
+#include "headroom/sources/workload.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace headroom;

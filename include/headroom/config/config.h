@@ -15,6 +15,7 @@
 #include "headroom/exporter/web_config.h"
 #include "headroom/model/roles.h"
 #include "headroom/sensors/config.h"
+#include "headroom/sources/workload_names.h"
 #include "headroom/util/logging.h"
 #include "headroom/util/result.h"
 
@@ -75,6 +76,7 @@ struct AgentConfig {
   std::string log_level = "info";          // trace, debug, info, warn, error
   SensorsConfig sensors = agentSensors();  // [sensors]: which sensors, CUDA paths, ring and map sizes
   JournalConfig journal;                   // [journal]
+  WorkloadLookup workloads;                // [workloads]: where container, pod and namespace names come from
   // [prover] self_report: where the prover says how much memory it believes it uses (a file,
   // a JSON field at a URL, a Prometheus metric; see self_report.h); "": it says nothing.
   std::string self_report;

@@ -64,7 +64,7 @@ class HttpApi {
   void publishSampleFailure(std::uint64_t failures_total, const std::string& error);
   void publishSensors(std::vector<SensorStatus> sensors);
   void publishJournal(nlohmann::json state);  // for /healthz
-  void publishOom(const OomEvent& e);
+  void publishOom(const OomEvent& e, const OomWorkloads& workloads);
   // The last probe of `cgroup` requested through the API, for the budget's cap.
   std::optional<ProbeFinding> probeFinding(const std::string& cgroup) const;
   // A probe allocates in the prover's cgroup now: the budget holds still.

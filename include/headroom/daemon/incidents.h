@@ -33,6 +33,7 @@ struct IncidentFacts {
   std::vector<SensorStatus> sensors;
   HostIdentity host;
   std::size_t top_per_role = 10;
+  WorkloadResolver* names = nullptr;  // the workloads' names (none: what the paths say)
 };
 
 // A record the journal could not take (a full or read-only file system, an I/O error) is kept

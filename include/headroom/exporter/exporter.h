@@ -84,7 +84,8 @@ class Exporter {
   void update(const Snapshot& snap, const SensorCounters& counters, const AgentSelf& self);
   // One OOM kill seen by the sensors (victim's memory cgroup, role, comm; unix time). Counted
   // for the agent's lifetime; label sets beyond the cap count under process="other".
-  void recordOomKill(const std::string& cgroup, Role role, const std::string& process, double timestamp_s);
+  void recordOomKill(const std::string& cgroup, const Workload& workload, Role role, const std::string& process,
+                     double timestamp_s);
   void setLimits(ExporterLimits limits);  // config reload
 
   // The latest probe of a cgroup (POST /v1/probe), shown until the agent stops; the 16 most

@@ -11,6 +11,7 @@
 #include "headroom/controller/controller.h"
 #include "headroom/journal/flight_recorder.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/model/snapshot_json.h"
 #include "headroom/sensors/oom_event.h"
 
 namespace headroom {
@@ -38,6 +39,7 @@ struct RecordContext {
   HostIdentity host;
   std::size_t top_per_role = 10;
   std::int64_t kill_wall_ns = 0;  // the kill on the wall clock (0: the event's time)
+  OomWorkloads workloads;         // of `cgroup` and of each victim's (empty: from the paths alone)
 };
 // The record's JSON (schema in docs/journal.md): version, time, at_kill (the OOM domain's
 // breakdown at the kill: the primary one), event (with the kernel's task dump and report), cgroup

@@ -12,11 +12,14 @@
 #include <vector>
 
 #include "headroom/model/roles.h"
+#include "headroom/sensors/oom_event.h"
 #include "headroom/sensors/readings.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/collector.h"
 #include "headroom/sources/oom_report.h"
 #include "headroom/sources/procfs.h"
+#include "headroom/sources/workload.h"
+#include "headroom/sources/workload_names.h"
 #include "headroom/util/shared_string.h"
 
 namespace headroom {
@@ -121,6 +124,7 @@ struct CgroupSnapshot {
   std::vector<Bound> bounds;           // every bound, own first; host last
   std::optional<Bound> tightest;       // the bound with the least room
   std::vector<std::size_t> processes;  // indices into Snapshot::processes, by PSS descending
+  Workload workload;                   // what operators call it (filled by whoever can look names up)
 
   std::optional<std::uint64_t> headroom() const {
     return tightest ? std::optional<std::uint64_t>(tightest->room()) : std::nullopt;
@@ -169,7 +173,17 @@ struct VictimPlace {
 };
 VictimPlace placeVictim(const OomVictim& v, const Snapshot* snap, const RoleMatcher& roles);
 
-// Builds the snapshot from one collection and what the sensors knew of it.
-std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {});
+// The workloads of an OOM kill: of the cgroup it is about (the journal record's) and of each
+// victim's cgroup, in the order of OomEvent::victims.
+struct OomWorkloads {
+  Workload cgroup;
+  std::vector<Workload> victims;
+};
+OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names);
+
+// Builds the snapshot from one collection and what the sensors knew of it. Each cgroup's
+// workload: its identity from the path, and the names `names` finds (none without it).
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {},
+                                              WorkloadResolver* names = nullptr);
 
 }  // namespace headroom

@@ -25,5 +25,12 @@ nlohmann::json toJson(const CgroupMemory& c);     // a cgroup's "memory"
 nlohmann::json toJson(const Bound& b);            // one of "bounds", "tightest_bound"
 nlohmann::json toJson(const ProcessSnapshot& p);  // one of "processes"
 nlohmann::json toJson(const SensorStatus& s);     // one of "sensors"
+// A cgroup's "workload": unit, container, pod, namespace (the series' labels) and runtime,
+// container_id, pod_uid, qos; "" where unknown.
+nlohmann::json toJson(const Workload& w);
+// The same read back; what is missing or not a string stays "".
+Workload workloadFromJson(const nlohmann::json& j);
+// toJson(e) with "workload" (the cgroup's) and each victim's "workload".
+nlohmann::json toJson(const OomEvent& e, const OomWorkloads& w);
 
 }  // namespace headroom

@@ -2,7 +2,7 @@
 // every log shipper relies on, name each container as
 //   /var/log/containers/<pod>_<namespace>_<container>-<container id>.log
 //     -> /var/log/pods/<namespace>_<pod>_<pod uid>/<container>/<restart>.log
-// so a container id (from the cgroup path, model/workload.h) or a pod UID (the cgroupfs
+// so a container id (from the cgroup path, sources/workload.h) or a pod UID (the cgroupfs
 // driver's paths carry only that) finds its pod, namespace and container. The DaemonSet
 // mounts /var/log/containers and /var/log/pods read-only.
 #pragma once

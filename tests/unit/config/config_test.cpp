@@ -112,6 +112,11 @@ path = "/srv/headroom/journal.hrj"
 max_bytes = "8MiB"
 flight_window = "2m"
 
+[workloads]
+docker_socket = ""
+podman_socket = "/run/podman/alt.sock"
+kubernetes_logs = false
+
 [prover]
 self_report = "http://127.0.0.1:9000/metrics#metric:cuzk_used_bytes"
 
@@ -190,6 +195,9 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_EQ(c.journal.path, "/srv/headroom/journal.hrj");
   EXPECT_EQ(c.journal.max_bytes, 8u << 20);
   EXPECT_EQ(c.journal.flight_window, milliseconds(120000));
+  EXPECT_EQ(c.workloads.docker_socket, "");
+  EXPECT_EQ(c.workloads.podman_socket, "/run/podman/alt.sock");
+  EXPECT_FALSE(c.workloads.kubernetes_logs);
   EXPECT_EQ(c.self_report, "http://127.0.0.1:9000/metrics#metric:cuzk_used_bytes");
   // Not config keys: `headroom run`'s retries, and the relative hysteresis.
   EXPECT_EQ(b.policy.max_retries, BudgetPolicy{}.max_retries);
@@ -572,7 +580,10 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "pss_max_age",
                                           "pss_step",
                                           "sensors.tasks",
-                                          "web.config_file"};
+                                          "web.config_file",
+                                          "workloads.docker_socket",
+                                          "workloads.kubernetes_logs",
+                                          "workloads.podman_socket"};
   std::set<std::string> got;
   for (const ConfigKey& k : configKeys()) {
     got.insert(k.name);

@@ -163,7 +163,7 @@ TEST(HttpApi, OomEventsAreKeptBoundedAndListedNewestLast) {
     v.pid = v.tgid = pid;
     v.comm = "victim";
     e.victims.push_back(v);
-    s.api.publishOom(e);
+    s.api.publishOom(e, {});
   }
   auto all = json(s.get("/v1/ooms"));
   EXPECT_EQ(all["total"], 3);
@@ -224,7 +224,8 @@ TEST(HttpApi, TheProbeRunsAsASubprocessAndItsFiguresAreRecorded) {
   EXPECT_FALSE(s.api.probeFinding("/elsewhere"));
   std::string metrics = metricsNow(s.exporter);
   EXPECT_THAT(metrics, HasSubstr("headroom_probes_total{outcome=\"done\"} 1"));
-  EXPECT_THAT(metrics, HasSubstr("headroom_probe_allocatable_bytes{cgroup=\"/jobs/prover\"}"));
+  EXPECT_THAT(metrics, HasSubstr("headroom_probe_allocatable_bytes{cgroup=\"/jobs/prover\",container=\"\","
+                                 "namespace=\"\",pod=\"\",unit=\"\"}"));
 
   auto [again, again_body] = s.post("/v1/probe?cgroup=/jobs/prover");
   EXPECT_EQ(again, 429);

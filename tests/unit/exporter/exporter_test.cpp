@@ -40,9 +40,19 @@ struct Exposition {
   std::vector<std::string> errors;          // lines that are not well formed
 
   // The value of the one sample with exactly these labels, or nullopt.
+  // The series of `name` with exactly `labels`, where a label not given matches "" as in PromQL
+  // (the workload labels of a cgroup that has none).
   std::optional<double> get(const std::string& name, const std::map<std::string, std::string>& labels = {}) const {
+    auto matches = [&labels](const std::map<std::string, std::string>& have) {
+      for (const auto& [k, v] : labels) {
+        auto it = have.find(k);
+        if (it == have.end() || it->second != v) return false;
+      }
+      return std::all_of(have.begin(), have.end(),
+                         [&labels](const auto& kv) { return labels.contains(kv.first) || kv.second.empty(); });
+    };
     for (const Sample& s : samples) {
-      if (s.name == name && s.labels == labels) return s.value;
+      if (s.name == name && matches(s.labels)) return s.value;
     }
     return std::nullopt;
   }
@@ -418,7 +428,7 @@ TEST(ExporterRender, TextIsWellFormed) {
   Exporter ex(ExporterLimits{});
   SensorCounters counters;
   counters.last_oom_mark_latency_ns = 1500000;
-  ex.recordOomKill("/jobs", Role::kProver, "w0", 1700000000.5);
+  ex.recordOomKill("/jobs", {}, Role::kProver, "w0", 1700000000.5);
   AgentSelf self;
   self.start_time_seconds = 1700000000;
   self.last_sample_timestamp_s = 1700000100;
@@ -636,15 +646,15 @@ TEST(ExporterCardinality, OomLabelSetsAreCapped) {
   ExporterLimits limits;
   limits.max_oom_label_sets = 3;
   Exporter ex(limits);
-  ex.recordOomKill("/jobs", Role::kProver, "a", 10);
-  ex.recordOomKill("/jobs", Role::kProver, "b", 11);
-  ex.recordOomKill("/jobs", Role::kProver, "other", 12);  // a comm that happens to be "other"
-  ex.recordOomKill("/jobs", Role::kProver, "a", 13);      // known: counted under its own name
-  ex.recordOomKill("/jobs", Role::kProver, "c", 14);      // new past the cap: the cgroup's "other"
-  ex.recordOomKill("/else", Role::kProver, "d", 15);      // its cgroup's "other" is new too
-  ex.recordOomKill("/else", Role::kSystem, "e", 16);
-  ex.recordOomKill("/more", Role::kSystem, "f", 9);
-  for (int i = 0; i < 100; ++i) ex.recordOomKill("/x" + std::to_string(i), Role::kProver, "p", 20);
+  ex.recordOomKill("/jobs", {}, Role::kProver, "a", 10);
+  ex.recordOomKill("/jobs", {}, Role::kProver, "b", 11);
+  ex.recordOomKill("/jobs", {}, Role::kProver, "other", 12);  // a comm that happens to be "other"
+  ex.recordOomKill("/jobs", {}, Role::kProver, "a", 13);      // known: counted under its own name
+  ex.recordOomKill("/jobs", {}, Role::kProver, "c", 14);      // new past the cap: the cgroup's "other"
+  ex.recordOomKill("/else", {}, Role::kProver, "d", 15);      // its cgroup's "other" is new too
+  ex.recordOomKill("/else", {}, Role::kSystem, "e", 16);
+  ex.recordOomKill("/more", {}, Role::kSystem, "f", 9);
+  for (int i = 0; i < 100; ++i) ex.recordOomKill("/x" + std::to_string(i), {}, Role::kProver, "p", 20);
   ex.update(Snapshot{}, {}, {});
   const Exposition e = parseExposition(ex.render(0));
   expectConsistentWithCatalog(e);

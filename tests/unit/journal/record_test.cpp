@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "headroom/journal/report.h"
 #include "headroom/model/snapshot_json.h"
 #include "testing/fixture_tree.h"
 #include "testing/kernel_report.h"
@@ -164,9 +165,10 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
             json({{"hostname", "prover-7"}, {"kernel", "6.8.0-45-generic"}, {"agent_version", "0.1.0+abc1234"}}));
 
   // The event as /v1/ooms shows it, with every task of the kernel's dump.
-  json ev = toJson(e);
+  json ev = toJson(e, OomWorkloads{Workload{}, {Workload{}}});
   ev["tasks_total"] = 2;
-  ev.erase("at_kill");  // the record's own, at its top
+  ev.erase("at_kill");   // the record's own, at its top
+  ev.erase("workload");  // the same
   EXPECT_EQ(r["event"], ev);
   EXPECT_EQ(r["event"]["oom_domain"]["cgroup"], "/proving");
   ASSERT_EQ(r["event"]["tasks"].size(), 2u);
@@ -179,8 +181,8 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
   const CgroupSnapshot* cg = snap->findCgroup("/proving");
   ASSERT_NE(cg, nullptr);
   const json& c = r["cgroup"];
-  EXPECT_EQ(keysOf(c),
-            (std::set<std::string>{"path", "sampled_at", "memory", "attribution", "bounds", "tightest_bound"}));
+  EXPECT_EQ(keysOf(c), (std::set<std::string>{"path", "sampled_at", "memory", "workload", "attribution", "bounds",
+                                              "tightest_bound"}));
   EXPECT_EQ(c["path"], "/proving");
   EXPECT_DOUBLE_EQ(c["sampled_at"].get<double>(), static_cast<double>(snap->wall_time_ns) / 1e9);
   EXPECT_EQ(c["memory"], toJson(cg->memory));
@@ -237,6 +239,42 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
   EXPECT_EQ(f["points"][0]["self_reported_bytes"], nullptr) << "that sample said it for another cgroup";
   EXPECT_EQ(f["points"][1]["self_reported_bytes"], 4 * kGiB);
   EXPECT_EQ(f["points"][0]["parts"]["anon"], cg->attribution.bytesOf(PartKind::kAnon).value());
+}
+
+TEST(Record, WorkloadsAreTheRecordsAndEachVictims) {
+  // A pod-level OOM domain (hand-made kubepods paths, containerd): the record names the pod, the
+  // victim its container; without names looked up, what the paths say.
+  const std::string pod =
+      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0c1f6c1e_5b7d_4c1a_9f2e_6a8b8d3c4e21.slice";
+  const std::string id = "4f7d1c2b9a8e6d5c3b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c";
+  OomEvent e = memcgKill(1'700'000'000'000'000'000);
+  e.domain_cgroup = pod;
+  e.victims[0].cgroup = pod + "/cri-containerd-" + id + ".scope";
+  RecordContext ctx;
+  ctx.event = &e;
+  json bare = makeOomRecord(ctx);
+  EXPECT_EQ(bare["workload"]["pod_uid"], "0c1f6c1e-5b7d-4c1a-9f2e-6a8b8d3c4e21");
+  EXPECT_EQ(bare["workload"]["qos"], "burstable");
+  EXPECT_EQ(bare["workload"]["container_id"], "") << "the domain is the pod's, not a container's";
+  EXPECT_EQ(bare["workload"]["pod"], "") << "no names looked up";
+  EXPECT_EQ(bare["event"]["victims"][0]["workload"]["container_id"], id);
+  EXPECT_EQ(bare["event"]["victims"][0]["workload"]["runtime"], "containerd");
+  EXPECT_FALSE(bare["event"].contains("workload")) << "the record's is at its top";
+
+  ctx.workloads.cgroup.identity = identifyCgroup(pod);
+  ctx.workloads.cgroup.pod = "prover-0";
+  ctx.workloads.cgroup.pod_namespace = "proving";
+  ctx.workloads.victims = {ctx.workloads.cgroup};
+  ctx.workloads.victims[0].identity = identifyCgroup(e.victims[0].cgroup);
+  ctx.workloads.victims[0].container = "cuzk";
+  json named = makeOomRecord(ctx);
+  EXPECT_EQ(named["workload"]["pod"], "prover-0");
+  EXPECT_EQ(named["workload"]["namespace"], "proving");
+  EXPECT_EQ(named["event"]["victims"][0]["workload"]["container"], "cuzk");
+  EXPECT_EQ(workloadFromJson(named["event"]["victims"][0]["workload"]), ctx.workloads.victims[0]) << "reads back";
+  EXPECT_NE(renderReport(named).find("(pod proving/prover-0 (burstable), container cuzk (containerd 4f7d1c2b9a8e))"),
+            std::string::npos)
+      << renderReport(named);
 }
 
 TEST(Record, GlobalKillIsAboutTheVictimsCgroup) {

@@ -1,7 +1,7 @@
 // A cgroup's workload identity from its path: the layouts of systemd, Docker, Podman, containerd
 // and CRI-O under the kubelet's two drivers. The paths are hand-made in each tool's format,
 // except the first test's, read from a capture (tests/fixtures/v2-6.12-kubepods/PROVENANCE).
-#include "headroom/model/workload.h"
+#include "headroom/sources/workload.h"
 
 #include <gtest/gtest.h>
 

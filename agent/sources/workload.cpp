@@ -1,4 +1,4 @@
-#include "headroom/model/workload.h"
+#include "headroom/sources/workload.h"
 
 #include <algorithm>
 #include <cctype>
@@ -102,6 +102,26 @@ WorkloadIdentity identifyCgroup(std::string_view path) {
   }
   if (out.pod_uid.empty()) out.qos.clear();  // a QoS class is a pod's
   out.unit = std::string(!unit.empty() ? unit : slice);
+  return out;
+}
+
+std::string describeWorkload(const Workload& w) {
+  std::string out;
+  auto add = [&out](std::string_view part) {
+    if (!out.empty()) out += ", ";
+    out += part;
+  };
+  const WorkloadIdentity& id = w.identity;
+  if (!w.pod.empty() || !id.pod_uid.empty()) {
+    std::string pod = w.pod.empty() ? "uid " + id.pod_uid : w.pod_namespace + "/" + w.pod;
+    add("pod " + pod + (id.qos.empty() ? "" : " (" + id.qos + ")"));
+  }
+  if (!w.container.empty() || !id.container_id.empty()) {
+    std::string what = id.runtime.empty() ? "" : id.runtime + " ";
+    what += id.container_id.substr(0, 12);
+    add(w.container.empty() ? "container " + what : "container " + w.container + " (" + what + ")");
+  }
+  if (out.empty() && !id.unit.empty()) add("unit " + id.unit);  // a container's scope says nothing more
   return out;
 }
 

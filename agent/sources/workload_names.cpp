@@ -1,0 +1,253 @@
+#include "headroom/sources/workload_names.h"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "headroom/util/text.h"
+
+namespace headroom {
+namespace {
+
+constexpr std::size_t kMaxEngineAnswer = 4U << 20;  // an inspect is a few kB; more is not one
+
+std::string cut(std::string s) {
+  if (s.size() > kMaxWorkloadName) s.resize(kMaxWorkloadName);
+  return s;
+}
+
+// libcurl once per process, before any thread asks (curl_global_init is not thread-safe).
+void curlOnce() {
+  static const bool done = [] { return curl_global_init(CURL_GLOBAL_NOTHING) == CURLE_OK; }();
+  (void)done;
+}
+
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+
+std::size_t collect(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* out = static_cast<std::string*>(user);
+  const std::size_t bytes = size * n;
+  if (out->size() + bytes > kMaxEngineAnswer) return 0;  // aborts the transfer
+  out->append(data, bytes);
+  return bytes;
+}
+
+// "user@1000.service" anywhere in the path: that user's uid.
+std::optional<std::string> rootlessUid(std::string_view path) {
+  auto at = path.find("/user@");
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = path.substr(at + 6);
+  auto end = rest.find(".service");
+  if (end == std::string_view::npos || end == 0) return std::nullopt;
+  std::string_view uid = rest.substr(0, end);
+  if (!std::all_of(uid.begin(), uid.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return std::string(uid);
+}
+
+}  // namespace
+
+Result<std::string> parseEngineContainerName(std::string_view body) {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return makeError(ErrorKind::kBadData, "not a JSON object");
+  auto name = j.find("Name");
+  if (name == j.end() || !name->is_string()) return makeError(ErrorKind::kBadData, "no \"Name\" string");
+  std::string n = name->get<std::string>();
+  if (!n.empty() && n.front() == '/') n.erase(0, 1);
+  if (n.empty()) return makeError(ErrorKind::kBadData, "an empty \"Name\"");
+  return cut(printableText(n));
+}
+
+Result<std::optional<std::string>> queryEngine(const std::string& socket, const std::string& id,
+                                               std::chrono::milliseconds timeout) {
+  curlOnce();
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (!curl) return makeError(ErrorKind::kIo, "asking " + socket + ": libcurl could not start");
+  std::string body;
+  char error[CURL_ERROR_SIZE] = {};
+  const std::string url = "http://localhost/containers/" + id + "/json";
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket.c_str());
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+  const CURLcode rc = curl_easy_perform(c);
+  const std::string what = fmt::format("asking the container engine at {} for {}", socket, id.substr(0, 12));
+  if (rc != CURLE_OK)
+    return makeError(ErrorKind::kIo, fmt::format("{}: {}", what, error[0] != 0 ? error : curl_easy_strerror(rc)));
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  if (status == 404) return std::optional<std::string>{};
+  if (status != 200) return makeError(ErrorKind::kIo, fmt::format("{}: HTTP {}", what, status));
+  auto name = parseEngineContainerName(body);
+  if (!name) return name.error().wrap(what);
+  return std::optional<std::string>(std::move(*name));
+}
+
+WorkloadResolver::WorkloadResolver(const FsRoot& fs, WorkloadLookup lookup, EngineQuery query)
+    : fs_(fs), lookup_(std::move(lookup)), query_(std::move(query)) {
+  curlOnce();
+}
+
+Workload WorkloadResolver::resolve(std::string_view path) {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(path);
+  if (it != cache_.end()) {
+    it->second.used = now;
+    if (it->second.complete || now < it->second.retry_at) return it->second.workload;
+  }
+  Workload w;
+  w.identity = identifyCgroup(path);
+  bool complete = true;
+  lookUpNames(w, path, complete, now);
+  if (it == cache_.end()) {
+    if (cache_.size() >= kMaxCached) evictOver(kMaxCached - 1);
+    it = cache_.emplace(std::string(path), Entry{}).first;
+  } else if (!it->second.workload.container.empty() && w.container.empty()) {
+    w.container = it->second.workload.container;  // an engine that went away does not unname a container
+  }
+  it->second = Entry{w, complete, now + kRetryAfter, now};
+  return w;
+}
+
+void WorkloadResolver::lookUpNames(Workload& w, std::string_view path, bool& complete, Clock::time_point now) {
+  const WorkloadIdentity& id = w.identity;
+  if (id.container_id.empty() && id.pod_uid.empty()) return;  // a unit, or nothing: no names to find
+  // A pod's containers (and Docker under a kubelet) are named by the node's log entries.
+  if (!id.pod_uid.empty() || id.runtime == "containerd" || id.runtime == "crio" || id.runtime.empty()) {
+    complete = fromKube(w, now);
+    return;
+  }
+  if (auto name = fromEngine(w, path, now)) {
+    w.container = std::move(*name);
+    return;
+  }
+  complete = fromKube(w, now) && !w.container.empty();  // Docker containers of a kubelet
+}
+
+bool WorkloadResolver::fromKube(Workload& w, Clock::time_point now) {
+  if (!lookup_.kubernetes_logs) return false;
+  const WorkloadIdentity& id = w.identity;
+  auto find = [&]() -> bool {
+    if (!kube_) return false;
+    if (!id.container_id.empty()) {
+      if (auto c = kube_->by_container.find(id.container_id); c != kube_->by_container.end()) {
+        w.container = cut(c->second.container);
+        w.pod = cut(c->second.pod);
+        w.pod_namespace = cut(c->second.pod_namespace);
+        return true;
+      }
+    }
+    if (id.container_id.empty() && !id.pod_uid.empty()) {
+      if (auto p = kube_->by_pod_uid.find(id.pod_uid); p != kube_->by_pod_uid.end()) {
+        w.pod = cut(p->second.pod);
+        w.pod_namespace = cut(p->second.pod_namespace);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (find()) return true;
+  // A miss reads the entries again when the directory changed (a new container's entry came),
+  // and at least every kRetryAfter in case its time did not move.
+  const std::optional<std::pair<std::int64_t, std::int64_t>> changed = containersDirTime();
+  if (kube_ && changed == kube_dir_time_ && now - kube_read_at_ < kRetryAfter) return false;
+  kube_read_at_ = now;
+  kube_dir_time_ = changed;
+  ++stats_.kube_reads;
+  auto names = readKubeNames(fs_);
+  if (!names) {
+    ++stats_.kube_failures;
+    return false;
+  }
+  kube_ = std::move(*names);
+  return find();
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> WorkloadResolver::containersDirTime() const {
+  auto dir = fs_.openDir("/var/log/containers");
+  struct stat st {};
+  if (!dir || ::fstat(dir->fd(), &st) != 0) return std::nullopt;
+  return std::make_pair(static_cast<std::int64_t>(st.st_mtim.tv_sec), static_cast<std::int64_t>(st.st_mtim.tv_nsec));
+}
+
+std::vector<std::string> WorkloadResolver::socketsFor(const Workload& w, std::string_view path) const {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& p) {
+    if (!p.empty() && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  };
+  // Podman's own socket first for its containers (a rootless one's under its user's runtime
+  // directory), then Docker's: Podman's Docker-compatible socket is often linked there.
+  if (w.identity.runtime == "podman" && !lookup_.podman_socket.empty()) {
+    if (auto uid = rootlessUid(path))
+      add("/run/user/" + *uid + "/podman/podman.sock");
+    else
+      add(lookup_.podman_socket);
+  }
+  add(lookup_.docker_socket);
+  return out;
+}
+
+std::optional<std::string> WorkloadResolver::fromEngine(const Workload& w, std::string_view path,
+                                                        Clock::time_point now) {
+  const std::string& cid = w.identity.container_id;
+  if (auto known = engine_names_.find(cid); known != engine_names_.end()) return known->second;
+  for (const std::string& socket : socketsFor(w, path)) {
+    if (auto down = engine_down_.find(socket); down != engine_down_.end()) {
+      if (now < down->second) continue;
+      engine_down_.erase(down);
+    }
+    const std::string at = fs_.isLive() ? socket : fs_.root() + socket;
+    ++stats_.engine_queries;
+    auto answer = query_(at, cid, lookup_.engine_timeout);
+    if (!answer) {
+      ++stats_.engine_failures;
+      engine_down_[socket] = now + kRetryAfter;  // one bounded try per socket and period
+      continue;
+    }
+    if (!*answer) continue;  // not this engine's container
+    if (engine_names_.size() >= kMaxCached) engine_names_.clear();
+    engine_names_[cid] = **answer;
+    return **answer;
+  }
+  return std::nullopt;
+}
+
+void WorkloadResolver::evictOver(std::size_t cap) {
+  while (cache_.size() > cap) {
+    auto oldest = std::min_element(cache_.begin(), cache_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    cache_.erase(oldest);
+  }
+}
+
+void WorkloadResolver::forgetIdle(std::chrono::seconds idle) {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (now - swept_at_ < std::chrono::minutes(1)) return;  // called at every sample: the work once a minute
+  swept_at_ = now;
+  std::erase_if(cache_, [&](const auto& kv) { return now - kv.second.used > idle; });
+  std::set<std::string_view> ids;
+  for (const auto& [path, e] : cache_) ids.insert(e.workload.identity.container_id);
+  std::erase_if(engine_names_, [&](const auto& kv) { return !ids.contains(kv.first); });
+}
+
+WorkloadLookupStats WorkloadResolver::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  WorkloadLookupStats s = stats_;
+  s.cached = cache_.size();
+  return s;
+}
+
+}  // namespace headroom

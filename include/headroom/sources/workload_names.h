@@ -1,0 +1,109 @@
+// The names of a cgroup's workload: the container's name from its engine (Docker's Engine API
+// on its unix socket, or Podman's compatible one: GET /containers/<id>/json), the pod's name,
+// namespace and container from the node's /var/log/containers entries (kube_names.h). Each
+// answer is cached; a miss asks again, at most so often; every lookup is optional: an engine
+// that is not there, slow or refusing costs one bounded try and leaves the name empty.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "headroom/sources/fs_root.h"
+#include "headroom/sources/kube_names.h"
+#include "headroom/sources/workload.h"
+#include "headroom/util/result.h"
+
+namespace headroom {
+
+// [workloads] in the agent's configuration.
+struct WorkloadLookup {
+  // Docker's API socket (host path); "": never asked. Podman's Docker-compatible socket may be
+  // named here too (the podman-docker package links it there).
+  std::string docker_socket = "/run/docker.sock";
+  // Podman's rootful API socket; a rootless container (under user@<uid>.service) is asked at
+  // /run/user/<uid>/podman/podman.sock. "": Podman is never asked.
+  std::string podman_socket = "/run/podman/podman.sock";
+  bool kubernetes_logs = true;  // read /var/log/containers for pod, namespace and container names
+  std::chrono::milliseconds engine_timeout{500};
+  bool operator==(const WorkloadLookup&) const = default;
+};
+
+// A container's name from an engine's inspect answer (Docker's `GET /containers/<id>/json`,
+// Podman's compatible one and its own libpod answer): "Name", its leading '/' dropped.
+Result<std::string> parseEngineContainerName(std::string_view body);
+
+// Asks the engine at unix socket `socket` for container `id`: its name; nullopt when the engine
+// says it has no such container (404); an error when it cannot be asked (no socket, refused,
+// slow past `timeout`, an answer that is not an inspect).
+using EngineQuery = std::function<Result<std::optional<std::string>>(const std::string& socket, const std::string& id,
+                                                                     std::chrono::milliseconds timeout)>;
+Result<std::optional<std::string>> queryEngine(const std::string& socket, const std::string& id,
+                                               std::chrono::milliseconds timeout);
+
+struct WorkloadLookupStats {
+  std::uint64_t engine_queries = 0;   // containers asked of an engine
+  std::uint64_t engine_failures = 0;  // of them, the engine could not be asked
+  std::uint64_t kube_reads = 0;       // /var/log/containers read
+  std::uint64_t kube_failures = 0;
+  std::size_t cached = 0;  // cgroups whose workload is cached now
+};
+
+class WorkloadResolver {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Sockets and directories are read under `fs` (the host's / in a container), which must
+  // outlive the resolver.
+  WorkloadResolver(const FsRoot& fs, WorkloadLookup lookup, EngineQuery query = queryEngine);
+
+  // The workload of the cgroup at `path` (inside the hierarchy). Safe from any thread.
+  Workload resolve(std::string_view path);
+  // Forgets cgroups not resolved for `idle` (their names stay through a kill's record: a
+  // container removed at its OOM kill is still named by what was learnt while it ran). Cheap to
+  // call at every sample: it looks once a minute.
+  void forgetIdle(std::chrono::seconds idle = std::chrono::minutes(10));
+
+  WorkloadLookupStats stats() const;
+  const WorkloadLookup& lookup() const { return lookup_; }
+
+  // How long a miss waits before it is asked again, and an engine that failed before it is asked
+  // again; how many cgroups are kept at most.
+  static constexpr std::chrono::seconds kRetryAfter{30};
+  static constexpr std::size_t kMaxCached = 8192;
+
+ private:
+  struct Entry {
+    Workload workload;
+    bool complete = false;       // every name its identity can have was found
+    Clock::time_point retry_at;  // an incomplete entry: when to look again
+    Clock::time_point used;
+  };
+  void lookUpNames(Workload& w, std::string_view path, bool& complete, Clock::time_point now);
+  bool fromKube(Workload& w, Clock::time_point now);
+  std::optional<std::string> fromEngine(const Workload& w, std::string_view path, Clock::time_point now);
+  std::vector<std::string> socketsFor(const Workload& w, std::string_view path) const;
+  void evictOver(std::size_t cap);
+
+  const FsRoot& fs_;
+  WorkloadLookup lookup_;
+  EngineQuery query_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry, std::less<>> cache_;                    // by cgroup path
+  std::map<std::string, std::string, std::less<>> engine_names_;       // container id -> name
+  std::map<std::string, Clock::time_point, std::less<>> engine_down_;  // socket -> ask again after
+  std::optional<KubeNames> kube_;
+  Clock::time_point kube_read_at_{};
+  std::optional<std::pair<std::int64_t, std::int64_t>> kube_dir_time_;  // /var/log/containers' mtime when read
+  std::optional<std::pair<std::int64_t, std::int64_t>> containersDirTime() const;
+  Clock::time_point swept_at_{};
+  WorkloadLookupStats stats_;
+};
+
+}  // namespace headroom
