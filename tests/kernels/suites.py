@@ -8,7 +8,8 @@ reads test by test.
   field by field, one `headroom run` retry, and the journal's picture of a kill
   from the kernel's report (a cgroup born and killed between two samples).
 - full: every integration test, the privileged kit tests (the demo, Prometheus on a real agent,
-  the systemd unit's capability set) and the container scenarios.
+  the systemd unit's capability set), the container scenarios, and a real Podman container's
+  OOM kill named through Podman's API.
 - capture: real fixtures for the unit tests (tests/fixtures/capture.sh): the cgroup tree and
   the kernel's OOM reports (memcg, memory.oom.group, global).
 """
@@ -74,7 +75,7 @@ def plan(suite: str, build: pathlib.Path, layout: str, results: pathlib.Path, gu
         return [gtest("smoke", build, results, 420, SMOKE_TESTS)]
     if suite == "full":
         steps = [gtest("integration", build, results, 3600)]
-        for t in ("demo", "prometheus_live", "capabilities", "container"):
+        for t in ("demo", "prometheus_live", "capabilities", "container", "workload_names"):
             steps.append(Step(f"kit-{t.replace('_', '-')}", 900, ["/usr/bin/python3", str(kit / f"{t}_test.py")],
                               kit_env(build)))
         return steps
