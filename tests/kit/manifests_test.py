@@ -465,6 +465,17 @@ def check_k8s(files, objs, listed, tmp):
         eps = pm["spec"].get("podMetricsEndpoints") or []
         check(eps and all(e.get("port") == port_name for e in eps), w, f"podMetricsEndpoints port must be {port_name!r}: {eps}")
         check(all(e.get("path", "/metrics") == "/metrics" for e in eps), w, "path must be /metrics")
+        # The fleet view's machine is `instance` (dashboards/prometheus/rules.yml): the node's name,
+        # and the agent's series keep their workload labels (no exported_pod from the Operator's).
+        for e in eps:
+            rl = e.get("relabelings") or []
+            check(any(r.get("sourceLabels") == ["__meta_kubernetes_pod_node_name"] and r.get("targetLabel") == "instance"
+                      and r.get("action", "replace").lower() == "replace" for r in rl), w,
+                  "no relabeling of instance from __meta_kubernetes_pod_node_name (the fleet view's machine)")
+            drops = [r for r in rl if r.get("action", "").lower() == "labeldrop"]
+            for label in ("namespace", "pod", "container"):
+                check(any(re.fullmatch(r.get("regex", ""), label) for r in drops), w,
+                      f"the Operator's {label!r} target label is not dropped (it would rename the workload's to exported_{label})")
     for p2, sm in by_kind.get("ServiceMonitor", []):
         w = where_of(p2, sm)
         eps = sm["spec"].get("endpoints") or []

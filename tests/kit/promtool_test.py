@@ -234,6 +234,8 @@ def check_dashboard(d):
         fail("dashboard: panel ids missing or not unique")
     for where, expr in dashboard_exprs(d):
         for name in re.findall(r"\$\{?(\w+)", expr):
+            if name.isdigit():
+                continue                     # label_replace()'s $1: a regex group, which Grafana leaves alone
             if name not in variables and name not in GRAFANA_BUILTINS:
                 fail(f"{where}: unknown variable ${name}")
     print(f"dashboard: {len(ids)} panels and rows, {len(dashboard_exprs(d))} expressions")
