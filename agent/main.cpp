@@ -197,8 +197,15 @@ int run(int argc, char** argv) {
 
   headroom::cli::ReportOptions report_opts;
   auto* report = app.add_subcommand("report", "OOM post-mortems from the journal: the latest kill by default");
-  report->add_option("--journal", report_opts.journal, "The journal to read (a copy from another machine works)")
-      ->capture_default_str();
+  auto* report_journal =
+      report->add_option("--journal", report_opts.journal, "The journal to read (a copy from another machine works)")
+          ->capture_default_str();
+  report
+      ->add_option("--from-json", report_opts.from_json,
+                   "Read the records from JSON lines a log store gave back (docs/events.md): a file, or - for stdin; "
+                   "may be given more than once")
+      ->excludes(report_journal);
+  report->add_option("--host", report_opts.host, "Only the records of this host (--from-json: records of many hosts)");
   report->add_flag("--list", report_opts.list, "One line per recorded OOM kill");
   report->add_option("--id", report_opts.id, "This record");
   report->add_option(

@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
-#include <ostream>
+#include <iostream>
+#include <set>
 
 #include "headroom/cli/commands.h"
+#include "headroom/journal/events.h"
 #include "headroom/journal/journal.h"
 #include "headroom/journal/report.h"
 #include "headroom/sources/fs_root.h"
@@ -59,9 +63,114 @@ Status writeFile(const std::string& path, std::string_view content, const char* 
 
 bool exists(const std::string& path, struct stat* st) { return ::stat(path.c_str(), st) == 0; }
 
+// The host a record names ("" when it names none).
+std::string hostOf(const json& rec) {
+  if (!rec.is_object()) return {};
+  auto h = rec.find("host");
+  if (h == rec.end() || !h->is_object()) return {};
+  auto n = h->find("hostname");
+  return n != h->end() && n->is_string() ? n->get<std::string>() : std::string();
+}
+
+// Records read back from log stores (--from-json): in the order of their kills, whatever order
+// the store answered in (Loki answers newest first), a record shipped twice once.
+struct Loaded {
+  std::vector<json> records;
+  std::string where;  // for messages: the journal's path, or the files read
+};
+
+Result<Loaded> loadFromJson(const std::vector<std::string>& sources, std::istream& in, std::ostream& err) {
+  Loaded l;
+  bool stdin_read = false;
+  for (const std::string& src : sources) {
+    std::string text;
+    std::string name = src == "-" ? "stdin" : src;
+    if (src == "-") {
+      if (stdin_read) return badInput("--from-json -: stdin given twice");
+      stdin_read = true;
+      std::array<char, 1 << 16> buf{};
+      while (in.read(buf.data(), buf.size()) || in.gcount() > 0)
+        text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
+      if (in.bad()) return makeError(EIO, "--from-json: reading stdin");
+    } else {
+      Fd fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) return errnoError(fmt::format("--from-json {}", src)).as(ErrorKind::kBadInput);
+      auto t = readAll(fd.get(), src);
+      if (!t) return t.error().wrap("--from-json").as(ErrorKind::kBadInput);
+      text = std::move(*t);
+    }
+    auto r = readEvents(text, name);
+    if (!r) return r.error().wrap("--from-json").as(ErrorKind::kBadInput);
+    if (r->skipped > 0)
+      err << fmt::format("headroom report: {}: skipped {} line(s) that are not headroom OOM kill events\n", name,
+                         r->skipped);
+    for (json& rec : r->records) l.records.push_back(std::move(rec));
+    l.where += (l.where.empty() ? "" : ", ") + name;
+  }
+  std::stable_sort(l.records.begin(), l.records.end(), [](const json& a, const json& b) {
+    auto ta = recordTime(a), tb = recordTime(b);
+    if (ta.has_value() != tb.has_value()) return !ta.has_value();  // timeless first, as they came
+    return ta && *ta < *tb;
+  });
+  std::vector<json> unique;
+  std::size_t duplicates = 0;
+  for (json& rec : l.records) {
+    bool seen = std::any_of(unique.begin(), unique.end(), [&](const json& u) {
+      return idOf(u) == idOf(rec) && hostOf(u) == hostOf(rec) && u == rec;
+    });
+    if (seen)
+      ++duplicates;
+    else
+      unique.push_back(std::move(rec));
+  }
+  if (duplicates > 0) err << fmt::format("headroom report: {} record(s) read more than once, shown once\n", duplicates);
+  l.records = std::move(unique);
+  return l;
+}
+
+Result<Loaded> loadJournal(const std::string& given, std::ostream& err) {
+  auto none = [](std::string msg) { return makeError(ErrorKind::kNotFound, std::move(msg)); };
+  if (given.empty()) return badInput("--journal: an empty path");
+  // A directory names the journal in it, as the agent's --journal does.
+  const std::string journal = journalFileOf(given);
+
+  // Say a missing journal plainly: readJournal reads a missing file as empty.
+  struct stat st {};
+  bool have_main = exists(journal, &st);
+  if (have_main && S_ISDIR(st.st_mode))
+    return badInput(fmt::format("--journal {}: a directory, not a journal file", journal));
+  int main_errno = have_main ? 0 : errno;
+  struct stat st1 {};
+  bool have_rotated = exists(journal + ".1", &st1);
+  if (!have_main && !have_rotated) {
+    if (main_errno == ENOENT)
+      return none(fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
+                              journal));
+    if (main_errno == ENOTDIR || main_errno == ENAMETOOLONG || main_errno == ELOOP)
+      return makeError(main_errno, fmt::format("--journal {}", journal)).as(ErrorKind::kBadInput);
+  }
+
+  auto contents = readJournal(journal);
+  if (!contents) {
+    int code = contents.error().code;
+    bool bad_path = code == EISDIR || code == ENOTDIR || code == ENAMETOOLONG || code == ELOOP;
+    Error e = contents.error().wrap(fmt::format("reading the journal {}", journal));
+    return bad_path ? e.as(ErrorKind::kBadInput) : e;
+  }
+  for (const std::string& d : contents->damage) err << "headroom report: " << damageLine(d) << "\n";
+  if (contents->records.empty())
+    return none(fmt::format("the journal at {} holds no OOM kills{}", journal,
+                            contents->damage.empty() ? "" : " (only damaged records)"));
+  return Loaded{std::move(contents->records), journal};
+}
+
 }  // namespace
 
 int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream& err) {
+  return runReportCommand(opts, std::cin, out, err);
+}
+
+int runReportCommand(const ReportOptions& opts, std::istream& in, std::ostream& out, std::ostream& err) {
   auto fail = [&](const Error& e) { return cli::fail(err, "report", e); };
   auto bad = [&](std::string msg) { return fail(badInput(std::move(msg))); };
   // Nothing to show: no journal, no record, none since then.
@@ -76,39 +185,23 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
   }
   if (opts.list && (!opts.svg.empty() || !opts.html.empty()))
     return bad("--svg and --html draw one record: not with --list");
-  if (opts.journal.empty()) return bad("--journal: an empty path");
-  // A directory names the journal in it, as the agent's --journal does.
-  const std::string journal = journalFileOf(opts.journal);
 
-  // Say a missing journal plainly: readJournal reads a missing file as empty.
-  struct stat st {};
-  bool have_main = exists(journal, &st);
-  if (have_main && S_ISDIR(st.st_mode))
-    return bad(fmt::format("--journal {}: a directory, not a journal file", journal));
-  int main_errno = have_main ? 0 : errno;
-  struct stat st1 {};
-  bool have_rotated = exists(journal + ".1", &st1);
-  if (!have_main && !have_rotated) {
-    if (main_errno == ENOENT)
-      return none(fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
-                              journal));
-    if (main_errno == ENOTDIR || main_errno == ENAMETOOLONG || main_errno == ELOOP)
-      return fail(makeError(main_errno, fmt::format("--journal {}", journal)).as(ErrorKind::kBadInput));
-  }
-
-  auto contents = readJournal(journal);
-  if (!contents) {
-    int code = contents.error().code;
-    bool bad_path = code == EISDIR || code == ENOTDIR || code == ENAMETOOLONG || code == ELOOP;
-    Error e = contents.error().wrap(fmt::format("reading the journal {}", journal));
-    return fail(bad_path ? e.as(ErrorKind::kBadInput) : e);
-  }
-  for (const std::string& d : contents->damage) err << "headroom report: " << damageLine(d) << "\n";
-
-  const std::vector<json>& all = contents->records;
-  if (all.empty()) {
-    return none(fmt::format("the journal at {} holds no OOM kills{}", journal,
-                            contents->damage.empty() ? "" : " (only damaged records)"));
+  auto loaded = opts.from_json.empty() ? loadJournal(opts.journal, err) : loadFromJson(opts.from_json, in, err);
+  if (!loaded) return fail(loaded.error());
+  const std::string& journal = loaded->where;
+  std::vector<json> all = std::move(loaded->records);
+  if (all.empty()) return none(fmt::format("no OOM kill records in {}", journal));
+  if (!opts.host.empty()) {
+    std::vector<json> mine;
+    std::set<std::string> hosts;
+    for (json& r : all) {
+      hosts.insert(hostOf(r));
+      if (hostOf(r) == opts.host) mine.push_back(std::move(r));
+    }
+    if (mine.empty())
+      return none(fmt::format("no record of host {} in {} (hosts: {})", opts.host, journal,
+                              fmt::join(hosts.begin(), hosts.end(), ", ")));
+    all = std::move(mine);
   }
   std::vector<json> chosen;
   for (const json& rec : all) {
@@ -143,6 +236,13 @@ int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream&
       return none(fmt::format("no record with id {} in {}{} ({})", *opts.id, journal,
                               before_since ? " since " + opts.since : "", range));
     }
+    // Ids are each host's own: the same id from two hosts needs --host.
+    std::set<std::string> hosts;
+    for (const json& r : chosen)
+      if (match(r)) hosts.insert(hostOf(r));
+    if (hosts.size() > 1)
+      return bad(fmt::format("--id {}: records of {} hosts have it ({}): give --host", *opts.id, hosts.size(),
+                             fmt::join(hosts.begin(), hosts.end(), ", ")));
     chosen = {*it};
   }
 

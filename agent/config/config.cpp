@@ -7,6 +7,7 @@
 
 #include <toml++/toml.h>
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -257,6 +258,13 @@ Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
       {"workloads.docker_socket", str([](const AgentConfig& c) { return c.workloads.docker_socket; })},
       {"workloads.podman_socket", str([](const AgentConfig& c) { return c.workloads.podman_socket; })},
       {"workloads.kubernetes_logs", boolean([](const AgentConfig& c) { return c.workloads.kubernetes_logs; })},
+      {"events.output", str([](const AgentConfig& c) { return c.events.output; })},
+      {"events.max_bytes", size([](const AgentConfig& c) { return c.events.max_bytes; })},
+      {"events.max_files", plain([](const AgentConfig& c) { return c.events.max_files; })},
+      {"events.journald", str([](const AgentConfig& c) {
+         constexpr std::array<const char*, 3> kModes = {"auto", "on", "off"};
+         return std::string(kModes[static_cast<std::size_t>(c.events.journald)]);
+       })},
       {"prover.self_report", str([](const AgentConfig& c) { return c.self_report; })},
   };
   auto it = kGet.find(name);

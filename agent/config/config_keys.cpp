@@ -490,6 +490,45 @@ std::vector<KeySpec> makeSpecs() {
   k.push_back(boolKey("workloads.kubernetes_logs",
                       "name pods, namespaces and their containers from the node's /var/log/containers entries",
                       [](AgentConfig& c, bool b) { c.workloads.kubernetes_logs = b; }));
+  const EventsConfig ed;
+  k.push_back(scalar("events.output", "string",
+                     "also write each journal record as one JSON line (docs/events.md): \"stdout\", an absolute file "
+                     "path, or \"\" for none (default none)",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       constexpr std::string_view kAllowed =
+                           R"(must be "stdout", an absolute file path, or "" for none)";
+                       auto s = stringOf(v.front(), kAllowed);
+                       if (!s) return s.error();
+                       if (!s->empty() && *s != "stdout" && (s->front() != '/' || s->back() == '/'))
+                         return v.front().fail(kAllowed);
+                       c.events.output = std::move(*s);
+                       return ok();
+                     }));
+  k.push_back(scalar(
+      "events.max_bytes", "size",
+      fmt::format("the events file is rotated to <output>.1 before a line would take it past this (default {}; at "
+                  "least 4KiB)",
+                  sizeText(ed.max_bytes)),
+      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+        auto n = sizeOf(v.front());
+        if (!n) return n.error();
+        if (*n < 4096) return v.front().fail("must be at least 4KiB");
+        c.events.max_bytes = *n;
+        return ok();
+      }));
+  k.push_back(scalar("events.max_files", "count",
+                     fmt::format("rotated events files kept, <output>.1 the newest (default {}; 0..100)", ed.max_files),
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto n = countOf(v.front(), 0, 100);
+                       if (!n) return n.error();
+                       c.events.max_files = static_cast<std::size_t>(*n);
+                       return ok();
+                     }));
+  k.push_back(enumKey("events.journald",
+                      "also send each record to the systemd journal with structured fields; auto: when started by "
+                      "systemd and its journal socket is there",
+                      {"auto", "on", "off"},
+                      [](AgentConfig& c, std::size_t i) { c.events.journald = static_cast<JournaldMode>(i); }));
   k.push_back(scalar("prover.self_report", "string",
                      "where the prover says how much memory it believes it uses: /path/file, "
                      "http://127.0.0.1:PORT/PATH#json:FIELD.PATH or #metric:NAME{label=\"v\"}; default: none",

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <thread>
 
+#include "headroom/daemon/event_sink.h"
 #include "headroom/daemon/http_api.h"
 #include "headroom/daemon/incidents.h"
 #include "headroom/daemon/prover_budget.h"
@@ -182,6 +183,7 @@ struct Agent::Impl {
         budget_(cfg_.budget, cfg_.role_rules, ProverBudget::Options{}),
         names_(std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads)) {
     self_.start_time_seconds = unixSeconds();
+    incidents_.onWritten([this](const nlohmann::json& record) { events_.emit(record); });
     g_wake_fd = wake_.get();
     api_.setWakeFd(wake_.get());
   }
@@ -235,6 +237,7 @@ struct Agent::Impl {
   ProverBudget budget_;
   std::unique_ptr<WorkloadResolver> names_;  // the workloads' names, learnt as cgroups come
   IncidentJournal incidents_;
+  EventSink events_;  // every record the journal takes, off the machine too
   CountedOoms counted_;
   AgentSelf self_;
   HostIdentity host_;
@@ -483,6 +486,11 @@ void Agent::Impl::reload() {
   setSelfReport();
   if (auto st = incidents_.configure(cfg_.journal); !st) journalOff(st.error());
   api_.publishJournal(incidents_.state());
+  // The events file is opened again at every reload: a logrotate that moved it is followed.
+  if (auto st = events_.configure(cfg_.events); !st)
+    spdlog::error("events.output: {} (the agent keeps running; records go on to the journal and journald)",
+                  st.error().describe());
+  api_.publishEvents(events_.state());
   if (sensors_changed) {
     spdlog::info("sensor settings changed: restarting the sensors");
     (void)consumeEvents();  // nothing waiting in the rings is lost
@@ -522,6 +530,13 @@ void Agent::Impl::updateSelf() {
   self_.journal_write_failures_total = incidents_.writeFailures();
   self_.journal_pending_records = incidents_.pending();
   self_.journal_dropped_records_total = incidents_.dropped();
+  const EventSinkStats ev = events_.stats();
+  self_.event_sinks.clear();
+  for (const EventSinkStats::Sink& s : ev.sinks) self_.event_sinks.push_back({s.name, s.written, s.failures});
+  self_.events_dropped_total = ev.dropped;
+  self_.events_queued = ev.queued;
+  self_.events_file_rotations_total = ev.rotations;
+  api_.publishEvents(events_.state());
 }
 
 SensorCounters Agent::Impl::counters() const {
@@ -648,6 +663,10 @@ Status Agent::Impl::run() {
     journalOff(st.error());
   }
   api_.publishJournal(incidents_.state());
+  // An events file named in the config that cannot be opened is a mistake to fix, as the journal's.
+  if (auto st = events_.configure(cfg_.events); !st)
+    return st.error().wrap(fmt::format("events.output {}", cfg_.events.output)).as(ErrorKind::kBadInput);
+  api_.publishEvents(events_.state());
   api_.configure(apiSettingsOf(cfg_));
   auto server = HttpServer::start(cfg_.listen, api_.getRoutes(), api_.postRoutes(), cfg_.web);
   // A port in use (or not this machine's address), or certificates that cannot be used, are
@@ -723,6 +742,8 @@ Status Agent::Impl::run() {
   (void)consumeEvents();
   sensors_.reset();
   budget_.save("stopping");
+  if (!events_.drain(std::chrono::seconds(2)))
+    spdlog::warn("events: records still waiting for their sinks at exit are lost to them (the journal has them)");
   spdlog::info("stopped");
   return ok();
 }

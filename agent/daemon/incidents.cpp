@@ -94,6 +94,7 @@ Result<std::uint64_t> IncidentJournal::write(nlohmann::json record, std::int64_t
   auto id = writer_->append(record);  // a copy: kept for a retry if it fails
   if (id) {
     failing_.clear();
+    written(std::move(record), *id);
     return id;
   }
   ++write_failures_;
@@ -124,10 +125,18 @@ std::vector<IncidentJournal::Flushed> IncidentJournal::flush() {
     }
     out.push_back(Flushed{*id, p.kill_wall_ns});
     pending_bytes_ -= p.bytes;
+    nlohmann::json record = std::move(p.record);
     pending_.pop_front();
+    written(std::move(record), *id);
   }
   failing_.clear();
   return out;
+}
+
+void IncidentJournal::written(nlohmann::json record, std::uint64_t id) {
+  if (!on_written_) return;
+  record["id"] = id;  // as JournalWriter::append set it in the frame
+  on_written_(record);
 }
 
 void IncidentJournal::fly(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported) {

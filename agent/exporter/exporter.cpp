@@ -481,6 +481,13 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kJournalBytes, {}, num(self.journal_bytes));
   sink.add(kJournalPending, {}, num(self.journal_pending_records));
   sink.add(kJournalDropped, {}, num(self.journal_dropped_records_total));
+  for (const AgentSelf::EventSinkFigures& e : self.event_sinks) {
+    sink.add(kEventsWritten, {e.sink}, num(e.written_total));
+    sink.add(kEventsFailures, {e.sink}, num(e.failures_total));
+  }
+  sink.add(kEventsDropped, {}, num(self.events_dropped_total));
+  sink.add(kEventsQueued, {}, num(self.events_queued));
+  sink.add(kEventsRotations, {}, num(self.events_file_rotations_total));
   if (self.oom_score_adj) sink.add(kOomScoreAdj, {}, static_cast<double>(*self.oom_score_adj));
   sink.add(kSelfReportFailures, {}, num(self.self_report_failures_total));
   sink.add(kUpdateFailures, {}, num(update_failures));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "headroom/model/snapshot.h"
 #include "headroom/model/snapshot_json.h"
@@ -150,23 +151,85 @@ std::string reportSummary(const json& rec) {
 
 std::string renderReport(const json& record) { return renderDocText(buildDoc(record)); }
 
-std::string renderRecordList(const std::vector<json>& records) {
-  Table t{{"ID", "TIME", "KILLED", "CGROUP", "USAGE", "LIMIT", "OOM DOMAIN", "TRIGGER"}, "rlllrrll", {}, {}};
-  for (const json& rec : records) {
-    auto id = intAt(rec, "id");
-    auto tm = recordTime(rec);
-    std::vector<std::string> names;
-    for (const Task& v : victimsOf(rec)) names.push_back(who(v));
-    Domain d = domainOf(rec);
-    std::string cg = victimCgroup(rec);
-    if (cg.empty()) cg = recordCgroup(rec);
-    auto trig = triggerOf(rec);
-    std::string domain = d.global ? "machine" : d.cgroup.empty() ? "-" : d.cgroup;
-    if (!d.constraint.empty()) domain += " " + d.constraint;
-    t.rows.push_back({id ? std::to_string(*id) : "?", tm ? utcTime(*tm) : "?", names.empty() ? "?" : joinList(names),
-                      cg.empty() ? "-" : cg, bytesText(d.usage) + (d.usage_sampled ? "*" : ""),
-                      bytesText(d.limit) + (d.limit_sampled ? "*" : ""), domain, trig ? who(*trig) : "-"});
+namespace {
+
+// The columns of a --list line after the grouping ones.
+std::vector<std::string> listRow(const json& rec) {
+  auto id = intAt(rec, "id");
+  auto tm = recordTime(rec);
+  std::vector<std::string> names;
+  for (const Task& v : victimsOf(rec)) names.push_back(who(v));
+  Domain d = domainOf(rec);
+  std::string cg = victimCgroup(rec);
+  if (cg.empty()) cg = recordCgroup(rec);
+  auto trig = triggerOf(rec);
+  std::string domain = d.global ? "machine" : d.cgroup.empty() ? "-" : d.cgroup;
+  if (!d.constraint.empty()) domain += " " + d.constraint;
+  return {id ? std::to_string(*id) : "?",
+          tm ? utcTime(*tm) : "?",
+          names.empty() ? "?" : joinList(names),
+          cg.empty() ? "-" : cg,
+          bytesText(d.usage) + (d.usage_sampled ? "*" : ""),
+          bytesText(d.limit) + (d.limit_sampled ? "*" : ""),
+          domain,
+          trig ? who(*trig) : "-"};
+}
+
+std::string hostName(const json& rec) {
+  std::string h = textAt(objectAt(rec, "host"), "hostname");
+  return h.empty() ? "?" : h;
+}
+
+}  // namespace
+
+std::string recordWorkload(const json& rec) {
+  const json& w = objectAt(rec, "workload");
+  const std::string pod = textAt(w, "pod"), ns = textAt(w, "namespace"), container = textAt(w, "container"),
+                    unit = textAt(w, "unit");
+  if (!pod.empty()) {
+    std::string s = "pod " + (ns.empty() ? pod : ns + "/" + pod);
+    return container.empty() ? s : s + " " + container;
   }
+  if (!container.empty()) return "container " + container;
+  if (!unit.empty()) return "unit " + unit;
+  std::string cg = victimCgroup(rec);
+  if (cg.empty()) cg = recordCgroup(rec);
+  return cg.empty() ? "-" : "cgroup " + cg;
+}
+
+std::string renderRecordList(const std::vector<json>& records) {
+  std::set<std::string> hosts;
+  for (const json& rec : records) hosts.insert(hostName(rec));
+  if (hosts.size() > 1) {
+    // Records of several hosts (read back from a log store): grouped by host, then workload,
+    // the newest first in each group.
+    std::vector<std::size_t> order(records.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::vector<std::string> host(records.size()), work(records.size());
+    std::vector<double> when(records.size());
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      host[i] = hostName(records[i]);
+      work[i] = recordWorkload(records[i]);
+      when[i] = recordTime(records[i]).value_or(-1);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      if (host[a] != host[b]) return host[a] < host[b];
+      if (work[a] != work[b]) return work[a] < work[b];
+      return when[a] > when[b];
+    });
+    Table t{{"HOST", "WORKLOAD", "ID", "TIME", "KILLED", "CGROUP", "USAGE", "LIMIT", "OOM DOMAIN", "TRIGGER"},
+            "llrlllrrll",
+            {},
+            {}};
+    for (std::size_t i : order) {
+      std::vector<std::string> row = {host[i], work[i]};
+      for (std::string& c : listRow(records[i])) row.push_back(std::move(c));
+      t.rows.push_back(std::move(row));
+    }
+    return renderTableText(t, "");
+  }
+  Table t{{"ID", "TIME", "KILLED", "CGROUP", "USAGE", "LIMIT", "OOM DOMAIN", "TRIGGER"}, "rlllrrll", {}, {}};
+  for (const json& rec : records) t.rows.push_back(listRow(rec));
   return renderTableText(t, "");
 }
 

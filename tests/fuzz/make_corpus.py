@@ -110,6 +110,34 @@ def journal(c):
             c.put("journal_scan", f"{name}-torn", lines[0] + b"\n" + lines[1][: len(lines[1]) // 2])
 
 
+def events(c):
+    # What `headroom report --from-json` reads (docs/events.md), around the real records of the
+    # journal fixtures: an envelope line, the wrappers of Loki, Docker and journalctl, an
+    # Elasticsearch hit and search response, an array, other log lines mixed in, a line cut short.
+    import json
+    for name in sorted(os.listdir(os.path.join(FIX, "journal"))):
+        if not name.endswith(".hrj"):
+            continue
+        line = read(os.path.join(FIX, "journal", name)).split(b"\n")[0]
+        record = json.loads(line.split(b" ", 3)[3])
+        record["id"] = 1
+        env = {"schema": "headroom.event.v1", "kind": "oom_kill", "time": "2026-12-04T06:01:23.000Z",
+               "host": record.get("host", {}).get("hostname"), "id": 1, "message": "m", "record": record}
+        el = json.dumps(env, sort_keys=True, separators=(",", ":"))
+        base = name[:-4]
+        c.put("events_read", f"{base}-envelope", el + "\n")
+        c.put("events_read", f"{base}-loki", json.dumps({"labels": {"job": "headroom"}, "line": el}) + "\n")
+        c.put("events_read", f"{base}-docker", json.dumps({"log": el + "\n", "stream": "stdout"}) + "\n")
+        c.put("events_read", f"{base}-journalctl",
+              json.dumps({"MESSAGE": "m", "MESSAGE_ID": "78cbe2b375704b3eaa519cd951e0e16e",
+                          "HEADROOM_RECORD": json.dumps(record, sort_keys=True, separators=(",", ":"))}) + "\n")
+        c.put("events_read", f"{base}-es-hit", json.dumps({"_index": "h", "_source": env}) + "\n")
+        c.put("events_read", f"{base}-es-search", json.dumps({"hits": {"hits": [{"_source": env}]}}, indent=1))
+        c.put("events_read", f"{base}-array", json.dumps([env, record]))
+        c.put("events_read", f"{base}-mixed", "level=info msg=x\n\n" + el + "\n{\"log\":\"GET /\"}\n")
+        c.put("events_read", f"{base}-cut", el[: len(el) // 2] + "\n")
+
+
 def config(c):
     for rel in ["deploy/systemd/agent.toml", "deploy/compose/headroom.toml"]:
         c.put("config_toml", rel, read(os.path.join(ROOT, rel)))
@@ -238,7 +266,7 @@ def kube(c):
 
 def make(out):
     c = Corpus(out)
-    for f in [proc_files, cgroup_dirs, kmsg, journal, config, state, self_report, since, http, ring, kube]:
+    for f in [proc_files, cgroup_dirs, kmsg, journal, events, config, state, self_report, since, http, ring, kube]:
         f(c)
 
 

@@ -115,13 +115,15 @@ ChildProcess spawnReady(const std::vector<std::string>& args, const std::string&
 }
 
 AgentProcess::AgentProcess(std::vector<std::string> args, std::map<std::string, std::string> env)
-    : AgentProcess(std::move(args), Options{std::move(env), {}, true, {}}) {}
+    : AgentProcess(std::move(args), Options{std::move(env), {}, true, {}, {}, {}}) {}
 
 AgentProcess::AgentProcess(std::vector<std::string> args, Options options) {
   std::string envs;
   for (const auto& [k, v] : options.env) envs += fmt::format("{}='{}' ", k, v);
   std::string script = envs.empty() ? "exec \"$0\" \"$@\" 2>&1" : "exec env " + envs + "\"$0\" \"$@\" 2>&1";
-  std::vector<std::string> argv = {"/bin/sh", "-c", script, HEADROOM_BINARY};
+  script = options.prelude + script;
+  std::vector<std::string> argv = options.launcher;
+  argv.insert(argv.end(), {"/bin/sh", "-c", script, HEADROOM_BINARY});
   argv.insert(argv.end(), options.global_args.begin(), options.global_args.end());
   argv.insert(argv.end(), {"agent", "--listen", "127.0.0.1:0"});
   argv.insert(argv.end(), args.begin(), args.end());

@@ -86,6 +86,10 @@ class AgentProcess {
     // test whose --config names its own state file.
     bool own_state_file = true;
     std::string cgroup_procs;  // a cgroup.procs file: the agent runs in that cgroup from its start
+    // Runs the agent's shell through this ({"unshare", "-m", ...}), and these shell commands in
+    // it before the agent is exec'd (a mount namespace set up, a journald started).
+    std::vector<std::string> launcher;
+    std::string prelude;
   };
   explicit AgentProcess(std::vector<std::string> args, std::map<std::string, std::string> env = {});
   AgentProcess(std::vector<std::string> args, Options options);

@@ -128,9 +128,14 @@ struct ReportOptions {
   bool json = false;
   std::string svg;   // write the picture here
   std::string html;  // write the page here
+  // Records read back from a log store (docs/events.md) instead of the journal: files, "-" stdin.
+  std::vector<std::string> from_json;
+  std::string host;  // only this host's records ("": every host's)
 };
-// `headroom report`: 0 shown, 1 no such record / empty journal, 2 bad input.
+// `headroom report`: 0 shown, 1 no such record / empty journal, 2 bad input. `in` is what
+// --from-json - reads.
 int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream& err);
+int runReportCommand(const ReportOptions& opts, std::istream& in, std::ostream& out, std::ostream& err);
 
 // The human table of `headroom snapshot`.
 std::string renderSnapshotTable(const Snapshot& snap, std::size_t top_per_role);

@@ -46,6 +46,17 @@ struct JournalConfig {
   bool operator==(const JournalConfig&) const = default;
 };
 
+// [events]: every journal record also sent off the machine (docs/events.md).
+enum class JournaldMode { kAuto, kOn, kOff };
+struct EventsConfig {
+  std::string output;                     // "": none; "stdout"; or an absolute file path
+  std::uint64_t max_bytes = 16ULL << 20;  // the file: beyond, rotated to <output>.1
+  std::size_t max_files = 5;              // rotated files kept
+  JournaldMode journald = JournaldMode::kAuto;
+
+  bool operator==(const EventsConfig&) const = default;
+};
+
 // The agent's sensors by default: every one but the two on the page-fault path. `faults` and
 // `rss` run a BPF program on every fault of every process, for per-process numbers the kernel
 // already keeps (minflt/majflt, the mm's RSS counters), which the agent reads from /proc at each
@@ -77,6 +88,7 @@ struct AgentConfig {
   SensorsConfig sensors = agentSensors();  // [sensors]: which sensors, CUDA paths, ring and map sizes
   JournalConfig journal;                   // [journal]
   WorkloadLookup workloads;                // [workloads]: where container, pod and namespace names come from
+  EventsConfig events;                     // [events]
   // [prover] self_report: where the prover says how much memory it believes it uses (a file,
   // a JSON field at a URL, a Prometheus metric; see self_report.h); "": it says nothing.
   std::string self_report;

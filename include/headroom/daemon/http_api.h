@@ -64,6 +64,7 @@ class HttpApi {
   void publishSampleFailure(std::uint64_t failures_total, const std::string& error);
   void publishSensors(std::vector<SensorStatus> sensors);
   void publishJournal(nlohmann::json state);  // for /healthz
+  void publishEvents(nlohmann::json state);   // for /healthz: EventSink::state()
   void publishOom(const OomEvent& e, const OomWorkloads& workloads);
   // The last probe of `cgroup` requested through the API, for the budget's cap.
   std::optional<ProbeFinding> probeFinding(const std::string& cgroup) const;
@@ -94,6 +95,7 @@ class HttpApi {
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<SensorStatus> sensors_;
   nlohmann::json journal_{nlohmann::json::value_t::null};
+  nlohmann::json events_{nlohmann::json::value_t::null};
   std::deque<std::string> ooms_;  // each event dumped, so its size is what it costs
   std::uint64_t ooms_total_ = 0;
   std::int64_t last_sample_mono_ns_ = 0;  // 0: none yet

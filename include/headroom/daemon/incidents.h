@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,10 @@ class IncidentJournal {
   };
   std::vector<Flushed> flush();
 
+  // Called with each record the journal took, as journaled (its id set), at once or from the
+  // backlog: what the events sink sends off the machine. Must not block.
+  void onWritten(std::function<void(const nlohmann::json&)> f) { on_written_ = std::move(f); }
+
   std::size_t pending() const { return pending_.size(); }
   std::uint64_t dropped() const { return dropped_; }               // waiting records given up (over the bounds)
   std::uint64_t writeFailures() const { return write_failures_; }  // failed writes, each retry counted
@@ -90,6 +95,7 @@ class IncidentJournal {
   // Appends, or keeps the record waiting when the journal fails.
   Result<std::uint64_t> write(nlohmann::json record, std::int64_t kill_wall_ns);
   void wait(Pending p, const Error& why);
+  void written(nlohmann::json record, std::uint64_t id);
 
   JournalConfig cfg_;
   bool configured_ = false;
@@ -105,6 +111,7 @@ class IncidentJournal {
   std::uint64_t dropped_ = 0;
   std::uint64_t write_failures_ = 0;
   std::string failing_;
+  std::function<void(const nlohmann::json&)> on_written_;
 };
 
 // OOM kills from the cgroups' counters, where no kernel source names them: each rise of a

@@ -68,6 +68,16 @@ struct AgentSelf {
   std::uint64_t journal_bytes = 0;
   std::uint64_t journal_pending_records = 0;        // records the journal could not take yet, kept in memory
   std::uint64_t journal_dropped_records_total = 0;  // waiting records given up (over the backlog's bounds)
+  // The events sent off the machine (docs/events.md): per sink ("file", "stdout", "journald").
+  struct EventSinkFigures {
+    std::string sink;
+    std::uint64_t written_total = 0;
+    std::uint64_t failures_total = 0;
+  };
+  std::vector<EventSinkFigures> event_sinks;
+  std::uint64_t events_dropped_total = 0;  // records given up: the writer's queue was over its bounds
+  std::uint64_t events_queued = 0;
+  std::uint64_t events_file_rotations_total = 0;
   std::uint64_t self_report_failures_total = 0;
   HttpServerStats http;  // the HTTP endpoint's connections
 };

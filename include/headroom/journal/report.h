@@ -25,8 +25,13 @@ std::string reportSummary(const nlohmann::json& record);
 // The whole human report (summary, breakdown table, who holds what, what grew, budget).
 std::string renderReport(const nlohmann::json& record);
 // One line per record for --list (under a header line): id, time (UTC), victim, cgroup,
-// usage/limit of the OOM domain, trigger.
+// usage/limit of the OOM domain, trigger, in the order given. Records of more than one host
+// (read back from a log store) lead with HOST and WORKLOAD columns and are grouped by host, then
+// workload, the newest first in each group.
 std::string renderRecordList(const std::vector<nlohmann::json>& records);
+// The workload a record is about, from its `workload` object when the agent wrote one: "pod
+// NAMESPACE/POD CONTAINER", "container NAME", "unit NAME"; else "cgroup PATH" ("-": none known).
+std::string recordWorkload(const nlohmann::json& record);
 // The last minute's stacked components for the cgroup, with the limit line (id="limit") and
 // the kill marked (id="kill"): a standalone SVG 1.1 document.
 std::string renderReportSvg(const nlohmann::json& record);

@@ -324,5 +324,64 @@ TEST(ReportCliJournal, MissingOrEmptyJournal) {
   std::filesystem::remove(dir.file("oom-journal.hrj"));
 }
 
+// --from-json: records of several hosts, as a log store returns them (newest first, a record
+// shipped twice): --id needs --host where two hosts have it, --host keeps one host's records,
+// --list groups them by host.
+TEST_F(ReportCli, FromJsonReadsSeveralHostsRecords) {
+  auto envelope = [](json rec, const std::string& host) {
+    rec["host"]["hostname"] = host;
+    return json{{"schema", "headroom.event.v1"}, {"kind", "oom_kill"}, {"id", rec["id"]}, {"record", rec}}.dump();
+  };
+  const std::string store = dir_.file("store.jsonl");
+  writeFile(store, envelope(records_[2], "gpu-b") + "\n" + envelope(records_[1], "gpu-a") + "\n" +
+                       envelope(records_[0], "gpu-a") + "\n" + envelope(records_[0], "gpu-a") + "\n" +
+                       "not json at all\n");
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> v = {HEADROOM_BINARY, "report", "--from-json", store};
+    v.insert(v.end(), args.begin(), args.end());
+    return runCommand(v);
+  };
+  auto latest = run({"--json"});
+  ASSERT_EQ(latest.exit_code, 0) << latest.err;
+  EXPECT_EQ(json::parse(latest.out)["id"], 3) << "the latest kill, whatever order the store gave";
+  EXPECT_TRUE(contains(latest.err, "skipped 1 line(s) that are not headroom OOM kill events")) << latest.err;
+  EXPECT_TRUE(contains(latest.err, "1 record(s) read more than once, shown once")) << latest.err;
+  auto list = run({"--list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  ASSERT_EQ(lines(list.out), 4u) << list.out;
+  EXPECT_EQ(list.out.rfind("HOST", 0), 0u) << list.out;
+  EXPECT_LT(list.out.find("cuzk-two"), list.out.find("cuzk-one")) << "newest first in a group\n" << list.out;
+  EXPECT_LT(list.out.find("cuzk-one"), list.out.find("gpu-b")) << list.out;
+  // Ids are each host's own.
+  json also = records_[0];
+  also["id"] = 3;
+  writeFile(dir_.file("more.jsonl"), envelope(also, "gpu-a") + "\n");
+  auto ambiguous = runCommand(
+      {HEADROOM_BINARY, "report", "--from-json", store, "--from-json", dir_.file("more.jsonl"), "--id", "3"});
+  EXPECT_EQ(ambiguous.exit_code, 2);
+  EXPECT_TRUE(contains(ambiguous.err, "--id 3: records of 2 hosts have it (gpu-a, gpu-b): give --host"))
+      << ambiguous.err;
+  auto one = runCommand({HEADROOM_BINARY, "report", "--from-json", store, "--from-json", dir_.file("more.jsonl"),
+                         "--id", "3", "--host", "gpu-b", "--json"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(json::parse(one.out)["host"]["hostname"], "gpu-b");
+  auto nohost = run({"--host", "gpu-z"});
+  EXPECT_EQ(nohost.exit_code, 1);
+  EXPECT_TRUE(contains(nohost.err, "no record of host gpu-z in " + store + " (hosts: gpu-a, gpu-b)")) << nohost.err;
+  // Bad input names the file and the line; a missing file is bad input too.
+  // Cut as the agent writes the line: the schema first.
+  const std::string line = R"({"schema":"headroom.event.v1","kind":"oom_kill","record":)" + records_[0].dump() + "}";
+  writeFile(dir_.file("cut.jsonl"), line.substr(0, 300) + "\n");
+  auto cut = runCommand({HEADROOM_BINARY, "report", "--from-json", dir_.file("cut.jsonl")});
+  EXPECT_EQ(cut.exit_code, 2);
+  EXPECT_TRUE(contains(cut.err, dir_.file("cut.jsonl") + ": line 1: a headroom event that is not whole JSON"))
+      << cut.err;
+  auto missing = runCommand({HEADROOM_BINARY, "report", "--from-json", dir_.file("nope.jsonl")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(contains(missing.err, dir_.file("nope.jsonl"))) << missing.err;
+  auto both = runCommand({HEADROOM_BINARY, "report", "--from-json", store, "--journal", journal_});
+  EXPECT_EQ(both.exit_code, 2) << "one source of records";
+}
+
 }  // namespace
 }  // namespace headroom

@@ -117,6 +117,12 @@ docker_socket = ""
 podman_socket = "/run/podman/alt.sock"
 kubernetes_logs = false
 
+[events]
+output = "/var/log/headroom/events.jsonl"
+max_bytes = "1MiB"
+max_files = 3
+journald = "off"
+
 [prover]
 self_report = "http://127.0.0.1:9000/metrics#metric:cuzk_used_bytes"
 
@@ -129,6 +135,12 @@ TEST(ConfigParse, JournalAndSelfReportBadValuesNameTheKey) {
            {"[journal]\npath = \"relative.hrj\"\n", "journal.path"},
            {"[journal]\nmax_bytes = \"4KiB\"\n", "must be at least 1MiB"},
            {"[journal]\nflight_window = \"1s\"\n", "must be between 5s and 1h"},
+           {"[events]\noutput = \"events.jsonl\"\n",
+            R"(events.output = "events.jsonl": must be "stdout", an absolute file path, or "" for none)"},
+           {"[events]\noutput = \"/var/log/\"\n", "events.output"},
+           {"[events]\nmax_bytes = \"1KiB\"\n", "events.max_bytes = \"1KiB\": must be at least 4KiB"},
+           {"[events]\nmax_files = 101\n", "events.max_files"},
+           {"[events]\njournald = \"yes\"\n", "events.journald = \"yes\": must be one of auto, on, off"},
            {"[prover]\nself_report = \"https://x/m\"\n", "https is not supported"},
            {"[prover]\nself_report = \"/run/x#xml:a\"\n", "prover.self_report"},
        }) {
@@ -198,6 +210,10 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_EQ(c.workloads.docker_socket, "");
   EXPECT_EQ(c.workloads.podman_socket, "/run/podman/alt.sock");
   EXPECT_FALSE(c.workloads.kubernetes_logs);
+  EXPECT_EQ(c.events.output, "/var/log/headroom/events.jsonl");
+  EXPECT_EQ(c.events.max_bytes, 1u << 20);
+  EXPECT_EQ(c.events.max_files, 3u);
+  EXPECT_EQ(c.events.journald, JournaldMode::kOff);
   EXPECT_EQ(c.self_report, "http://127.0.0.1:9000/metrics#metric:cuzk_used_bytes");
   // Not config keys: `headroom run`'s retries, and the relative hysteresis.
   EXPECT_EQ(b.policy.max_retries, BudgetPolicy{}.max_retries);
@@ -576,6 +592,10 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "journal.path",
                                           "journal.max_bytes",
                                           "journal.flight_window",
+                                          "events.output",
+                                          "events.max_bytes",
+                                          "events.max_files",
+                                          "events.journald",
                                           "prover.self_report",
                                           "pss_max_age",
                                           "pss_step",
