@@ -15,6 +15,7 @@
 
 #include "headroom/config/config.h"
 #include "headroom/controller/controller.h"
+#include "headroom/exporter/http.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
 
@@ -119,6 +120,12 @@ struct BudgetCliOptions {
 };
 // `headroom budget`: one line, from the agent when one answers, computed locally otherwise.
 int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostream& err);
+
+// The --agent-* flags of `budget` and `top`: the CA, client certificate and key for https, and
+// basic auth's user with the file holding its password (its first line). A password file that
+// cannot be read is bad input.
+Result<HttpClientAuth> agentClientAuth(const std::string& ca, const std::string& cert, const std::string& key,
+                                       const std::string& user, const std::string& password_file);
 
 struct ReportOptions {
   std::string journal = "/var/lib/headroom/oom-journal.hrj";
