@@ -19,7 +19,8 @@ test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml 
            openssl curl
            # the HTML report looked at in a real browser (tests/kit/report_browser_test.py)
            chromium
-
+           # headroom top driven in a real terminal (tests/kit/top_test.py)
+           tmux
            # the kernel matrix (tests/kernels): Debian's kernels under qemu, a busybox initramfs,
            # and podman for the container scenarios inside the cgroup v2 guests
            qemu-system-x86 busybox-static cpio kmod podman)
