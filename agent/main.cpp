@@ -215,6 +215,26 @@ int run(int argc, char** argv) {
   report->add_option("--svg", report_opts.svg, "Also draw the last minute before the kill into this SVG file");
   report->add_option("--html", report_opts.html, "Also write a self-contained HTML page of the report here");
 
+  headroom::cli::TopOptions top_opts;
+  auto* top = app.add_subcommand(
+      "top", "A live view: machine, cgroups (visible/invisible), processes by PSS, the last OOM kills, the budget");
+  top->add_option("--interval", top_opts.interval, "Time between refreshes (100ms..1h)")->capture_default_str();
+  top->add_option("--agent", top_opts.agent_url,
+                  "Show what the agent at this URL serves (http:// or https://); default: sample here");
+  top->add_option("--agent-ca", top_opts.agent_ca, "https: the CA the agent's certificate must chain to");
+  top->add_option("--agent-cert", top_opts.agent_cert, "https: a client certificate for the agent");
+  top->add_option("--agent-key", top_opts.agent_key, "https: the client certificate's key");
+  top->add_option("--agent-user", top_opts.agent_user, "Basic auth: the user");
+  top->add_option("--agent-password-file", top_opts.agent_password_file,
+                  "Basic auth: a file holding the password (its first line)");
+  top->add_option("--journal", top_opts.journal, "Sampling here: the OOM journal the last kills come from")
+      ->capture_default_str();
+  top->add_option("--role-rule", top_opts.role_rules, "Sampling here: ROLE=KIND:VALUE, as for snapshot");
+  bool top_no_smaps = false;
+  top->add_flag("--no-smaps", top_no_smaps, "Sampling here: skip smaps_rollup (no PSS)");
+  bool top_no_bpf = false;
+  top->add_flag("--no-bpf", top_no_bpf, "Sampling here: no BPF sensors (kills from /dev/kmsg and the journal)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -226,6 +246,12 @@ int run(int argc, char** argv) {
   if (probe->parsed()) {
     probe_opts.root = root;
     return headroom::cli::runProbeCommand(probe_opts, std::cout, std::cerr);
+  }
+  if (top->parsed()) {
+    top_opts.root = root;
+    top_opts.smaps = !top_no_smaps;
+    top_opts.bpf = !top_no_bpf;
+    return headroom::cli::runTop(top_opts, std::cerr);
   }
   if (report->parsed()) return headroom::cli::runReportCommand(report_opts, std::cout, std::cerr);
   if (run_cmd->parsed()) {

@@ -11,12 +11,16 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libsystemd-dev
   libssl-dev libcrypt-dev libyaml-cpp-dev libcurl4-openssl-dev
+  # headroom top's terminal
+  libncurses-dev
 )
 test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml libxml2-utils libcap2-bin systemd
            # the HTTP endpoint over TLS: certificates made by the tests, a client with a certificate
            openssl curl
            # the HTML report looked at in a real browser (tests/kit/report_browser_test.py)
            chromium
+           # headroom top driven in a real terminal (tests/kit/top_test.py)
+           tmux
            # the kernel matrix (tests/kernels): Debian's kernels under qemu, a busybox initramfs,
            # and podman for the container scenarios inside the cgroup v2 guests
            qemu-system-x86 busybox-static cpio kmod podman)

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -47,14 +46,10 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
   std::string base = opts.agent_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::string url = base + "/v1/budget";
-  HttpClientAuth auth{opts.agent_ca, opts.agent_cert, opts.agent_key, opts.agent_user, ""};
-  if (!opts.agent_password_file.empty()) {
-    std::ifstream in(opts.agent_password_file);
-    if (!in || !std::getline(in, auth.password))
-      return makeError(errno, fmt::format("--agent-password-file {}: cannot be read", opts.agent_password_file))
-          .as(ErrorKind::kBadInput);
-  }
-  auto r = httpGet(url, kAgentTimeout, auth);
+  auto auth =
+      agentClientAuth(opts.agent_ca, opts.agent_cert, opts.agent_key, opts.agent_user, opts.agent_password_file);
+  if (!auth) return auth.error();
+  auto r = httpGet(url, kAgentTimeout, *auth);
   if (!r) return r.error();
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (r->status != 200) {

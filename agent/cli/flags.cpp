@@ -1,8 +1,9 @@
 // What more than one subcommand shares: the budget policy's flags (`run`, `budget`), --role-rule
-// (`snapshot`, `budget`), and how a failure is said.
+// (`snapshot`, `budget`, `top`), the --agent-* flags (`budget`, `top`), and how a failure is said.
 #include <fmt/format.h>
 
 #include <charconv>
+#include <fstream>
 #include <ostream>
 
 #include "headroom/cli/commands.h"
@@ -73,6 +74,18 @@ Result<std::vector<RoleRule>> roleRulesFromFlags(const std::vector<std::string>&
 int fail(std::ostream& err, std::string_view command, const Error& e) {
   err << "headroom " << command << ": " << e.describe() << "\n";
   return exitCodeFor(e);
+}
+
+Result<HttpClientAuth> agentClientAuth(const std::string& ca, const std::string& cert, const std::string& key,
+                                       const std::string& user, const std::string& password_file) {
+  HttpClientAuth auth{ca, cert, key, user, ""};
+  if (!password_file.empty()) {
+    std::ifstream in(password_file);
+    if (!in || !std::getline(in, auth.password))
+      return makeError(errno, fmt::format("--agent-password-file {}: cannot be read", password_file))
+          .as(ErrorKind::kBadInput);
+  }
+  return auth;
 }
 
 }  // namespace headroom::cli

@@ -15,6 +15,7 @@
 
 #include "headroom/config/config.h"
 #include "headroom/controller/controller.h"
+#include "headroom/exporter/http.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
 
@@ -119,6 +120,28 @@ struct BudgetCliOptions {
 };
 // `headroom budget`: one line, from the agent when one answers, computed locally otherwise.
 int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostream& err);
+
+struct TopOptions {
+  std::string root = "/";
+  std::string interval = "1s";  // between refreshes, as given
+  std::string agent_url;        // "" = sample here
+  // The agent behind a web config: as `headroom budget`'s flags.
+  std::string agent_ca, agent_cert, agent_key, agent_user, agent_password_file;
+  // Sampling here: the journal for the last OOM kills, who is who, what to read.
+  std::string journal = "/var/lib/headroom/oom-journal.hrj";
+  std::vector<std::string> role_rules;
+  bool smaps = true;
+  bool bpf = true;
+};
+// `headroom top`: draws on the terminal until q, SIGINT or SIGTERM (exit 0); 2 for bad input (a
+// flag, no terminal), 1 when no first sample can be had.
+int runTop(const TopOptions& opts, std::ostream& err);
+
+// The --agent-* flags of `budget` and `top`: the CA, client certificate and key for https, and
+// basic auth's user with the file holding its password (its first line). A password file that
+// cannot be read is bad input.
+Result<HttpClientAuth> agentClientAuth(const std::string& ca, const std::string& cert, const std::string& key,
+                                       const std::string& user, const std::string& password_file);
 
 struct ReportOptions {
   std::string journal = "/var/lib/headroom/oom-journal.hrj";

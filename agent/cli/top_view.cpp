@@ -1,0 +1,561 @@
+// `headroom top`'s view model: the agent's documents read into plain rows, sorted, and laid out
+// as lines for a terminal of a given size. Pure: no terminal, no clock, no I/O.
+#include "headroom/cli/top_view.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "headroom/util/text.h"
+#include "headroom/util/units.h"
+
+namespace headroom::cli {
+namespace {
+
+using nlohmann::json;
+
+std::optional<std::uint64_t> u64(const json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  const auto v = it->get<std::int64_t>();  // a document built in code holds small counts as signed
+  return v < 0 ? std::nullopt : std::optional<std::uint64_t>(static_cast<std::uint64_t>(v));
+}
+
+std::uint64_t u64Or0(const json& j, const char* key) { return u64(j, key).value_or(0); }
+
+std::optional<std::int64_t> i64(const json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<std::int64_t>();
+}
+
+std::string str(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? printableText(it->get<std::string>()) : std::string();
+}
+
+const json& member(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+TopMachine readMachine(const json& host) {
+  const json& mi = member(host, "meminfo");
+  TopMachine m;
+  m.total = u64Or0(mi, "mem_total_bytes");
+  m.available = u64Or0(mi, "mem_available_bytes");
+  m.available_estimated =
+      member(mi, "mem_available_estimated").is_boolean() && mi["mem_available_estimated"].get<bool>();
+  m.free = u64Or0(mi, "mem_free_bytes");
+  m.swap_total = u64Or0(mi, "swap_total_bytes");
+  m.swap_used = m.swap_total - std::min(m.swap_total, u64Or0(mi, "swap_free_bytes"));
+  m.page_tables = u64Or0(mi, "page_tables_bytes");
+  m.slab = u64Or0(mi, "slab_bytes");
+  m.kernel_stack = u64Or0(mi, "kernel_stack_bytes");
+  m.percpu = u64Or0(mi, "percpu_bytes");
+  m.mlocked = u64Or0(mi, "mlocked_bytes");
+  const json& some = member(member(host, "pressure"), "some");
+  if (const json& avg = member(some, "avg10"); avg.is_number()) m.pressure_some_avg10 = avg.get<double>();
+  return m;
+}
+
+Result<TopCgroup> readCgroup(const json& c) {
+  const json& mem = member(c, "memory");
+  TopCgroup g;
+  g.path = str(mem, "path");
+  auto usage = u64(mem, "usage_bytes");
+  if (g.path.empty() || !usage) return makeError(0, "a cgroup without memory.path or memory.usage_bytes");
+  g.usage = *usage;
+  g.limit = u64(mem, "limit_bytes");
+  g.headroom = u64(c, "headroom_bytes");
+  g.bound = str(member(c, "tightest_bound"), "name");
+  g.oom_kills = u64(mem, "oom_kills");
+  const json& a = member(c, "attribution");
+  g.visible = u64Or0(a, "visible_bytes");
+  g.invisible = u64Or0(a, "invisible_bytes");
+  if (const json& parts = member(a, "parts"); parts.is_array()) {
+    for (const json& p : parts) {
+      const json& visible = member(p, "visible");
+      if (!visible.is_boolean() || visible.get<bool>()) continue;
+      TopPart part{str(p, "kind"), u64Or0(p, "bytes"), str(p, "accuracy") == "estimated"};
+      if (part.bytes > 0) g.invisible_parts.push_back(std::move(part));
+    }
+  }
+  std::stable_sort(g.invisible_parts.begin(), g.invisible_parts.end(),
+                   [](const TopPart& x, const TopPart& y) { return x.bytes > y.bytes; });
+  if (const json& pids = member(c, "pids"); pids.is_array()) g.processes = pids.size();
+  g.workload = workloadName(member(c, "workload"));
+  return g;
+}
+
+TopProcess readProcess(const json& p) {
+  TopProcess t;
+  t.pid = i64(p, "pid").value_or(0);
+  t.comm = str(p, "comm");
+  t.cgroup = str(p, "cgroup");
+  t.role = str(p, "role");
+  t.rss = u64Or0(p, "rss_bytes");
+  t.pss = u64(p, "pss_bytes");
+  t.page_tables = u64Or0(p, "page_tables_bytes");
+  t.pinned = u64(member(p, "pinned"), "live_bytes");
+  t.locked = u64Or0(p, "locked_bytes");
+  return t;
+}
+
+// ---- layout ----
+
+// `s` cut or padded to exactly `width` bytes; the text is printable ASCII by now, or UTF-8 that
+// printableText let through, which is cut at a byte (a terminal shows a '?' at worst).
+std::string cell(std::string_view s, std::size_t width, bool right = false) {
+  if (s.size() > width) return std::string(s.substr(0, width));
+  std::string pad(width - s.size(), ' ');
+  return right ? pad + std::string(s) : std::string(s) + pad;
+}
+
+// Keeps the end of a long path, where the distinguishing part is.
+std::string tailCell(const std::string& s, std::size_t width) {
+  if (s.size() <= width) return cell(s, width);
+  if (width <= 3) return s.substr(s.size() - width);
+  return "..." + s.substr(s.size() - (width - 3));
+}
+
+std::string bytesOr(const std::optional<std::uint64_t>& v, const char* none = "-") {
+  return v ? formatBytes(*v) : std::string(none);
+}
+
+std::string fitLine(std::string s, int cols) {
+  std::size_t w = static_cast<std::size_t>(std::max(cols, 0));
+  if (s.size() > w) s.resize(w);
+  return s;
+}
+
+struct Lines {
+  std::vector<TopLine> lines;
+  int cols;
+  void add(std::string s, TopStyle style = TopStyle::kNormal) { lines.push_back({fitLine(std::move(s), cols), style}); }
+};
+
+std::string sortLabel(const char* by, bool reversed) {
+  return fmt::format("by {}{}", by, reversed ? ", reversed" : "");
+}
+
+std::string titleLine(const TopData& d, const TopViewState& s) {
+  std::string t =
+      fmt::format("headroom top  {}  {}  every {:g}s", s.source,
+                  d.wall_time_ns > 0 ? formatUtcMs(d.wall_time_ns / 1'000'000) : "no sample yet", s.interval_s);
+  if (s.paused) t += "  PAUSED (space resumes)";
+  return t;
+}
+
+std::string machineLine(const TopMachine& m) {
+  std::string l =
+      fmt::format("machine  total {}  available {}{}  free {}  swap {} of {}  page tables {}  slab {}",
+                  formatBytes(m.total), formatBytes(m.available), m.available_estimated ? "~" : "", formatBytes(m.free),
+                  formatBytes(m.swap_used), formatBytes(m.swap_total), formatBytes(m.page_tables), formatBytes(m.slab));
+  l += fmt::format("  kernel stacks {}  mlocked {}", formatBytes(m.kernel_stack), formatBytes(m.mlocked));
+  if (m.pressure_some_avg10) l += fmt::format("  pressure some avg10 {:.2f}", *m.pressure_some_avg10);
+  return l;
+}
+
+std::string budgetLine(const TopData& d) {
+  if (!d.budget) return "budget   none" + (d.budget_note.empty() ? std::string() : ": " + d.budget_note);
+  const TopBudget& b = *d.budget;
+  if (!b.valid) return fmt::format("budget   none for {}: {}", b.cgroup, b.reason);
+  return fmt::format("budget   {} for {}  (margin {}, generation {})  {}", formatBytes(b.budget), b.cgroup,
+                     formatBytes(b.margin), b.generation, b.reason);
+}
+
+std::string partsText(const TopCgroup& g) {
+  std::string s;
+  for (const TopPart& p : g.invisible_parts) {
+    if (!s.empty()) s += "  ";
+    s += fmt::format("{} {}{}", p.kind, formatBytes(p.bytes), p.estimated ? "~" : "");
+  }
+  return s;
+}
+
+std::string percent(std::uint64_t part, std::uint64_t whole) {
+  if (whole == 0) return "-";
+  return fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+// The cgroups' section in at most `rows` lines (at least 3: title, header, one row).
+void cgroupSection(Lines& out, const TopData& d, const TopViewState& s, int rows) {
+  std::vector<TopCgroup> cg = d.cgroups;
+  sortCgroups(cg, s.cgroup_sort, s.cgroup_reversed);
+  bool workloads = std::any_of(cg.begin(), cg.end(), [](const TopCgroup& g) { return !g.workload.empty(); });
+  std::size_t longest = 6;
+  for (const TopCgroup& g : cg) longest = std::max(longest, g.path.size());
+  // Fixed columns: 5 sizes, INVIS%, OOMS, PROCS; the parts take what the path leaves.
+  const int fixed = 2 + 11 * 5 + 7 + 6 + 6 + (workloads ? 17 : 0);
+  const std::size_t path_w =
+      std::min<std::size_t>(longest, static_cast<std::size_t>(std::max(16, s.cols - fixed - 24)));
+  out.add(fmt::format("CGROUPS  {}  {}  (visible: anon, file, shmem; invisible: what no process's RSS shows)",
+                      cg.size(), sortLabel(toString(s.cgroup_sort), s.cgroup_reversed)),
+          TopStyle::kSection);
+  out.add(fmt::format("  {} {}{:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>5} {:>5}  {}", cell("CGROUP", path_w),
+                      workloads ? cell("WORKLOAD", 16) + " " : "", "USAGE", "LIMIT", "HEADROOM", "VISIBLE", "INVISIBLE",
+                      "INVIS%", "OOMS", "PROCS", "INVISIBLE PARTS (~ estimated)"),
+          TopStyle::kHeader);
+  int room = rows - 2;
+  std::size_t shown = cg.size() <= static_cast<std::size_t>(room) ? cg.size() : static_cast<std::size_t>(room - 1);
+  if (cg.empty()) out.add("  (no memory cgroup with a process in it)");
+  for (std::size_t i = 0; i < shown; ++i) {
+    const TopCgroup& g = cg[i];
+    out.add(fmt::format("  {} {}{:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>5} {:>5}  {}", tailCell(g.path, path_w),
+                        workloads ? cell(g.workload, 16) + " " : "", formatBytes(g.usage), bytesOr(g.limit, "none"),
+                        bytesOr(g.headroom), formatBytes(g.visible), formatBytes(g.invisible),
+                        percent(g.invisible, g.usage), g.oom_kills ? std::to_string(*g.oom_kills) : "-", g.processes,
+                        partsText(g)));
+  }
+  if (shown < cg.size())
+    out.add(fmt::format("  ... {} more cgroups (a taller terminal shows them)", cg.size() - shown));
+}
+
+void processSection(Lines& out, const TopData& d, const TopViewState& s, int rows) {
+  std::vector<TopProcess> ps = d.processes;
+  sortProcesses(ps, s.process_sort, s.process_reversed);
+  const int fixed = 2 + 8 + 17 + 10 + 11 * 3 + 12 + 11 + 11;
+  const std::size_t cg_w = static_cast<std::size_t>(std::clamp(s.cols - fixed, 12, 60));
+  out.add(fmt::format("PROCESSES  {}  {}  (PSS: shared memory split between its users; - not read)", ps.size(),
+                      sortLabel(toString(s.process_sort), s.process_reversed)),
+          TopStyle::kSection);
+  out.add(fmt::format("  {:>7} {} {} {} {:>10} {:>10} {:>11} {:>10} {:>10}", "PID", cell("COMM", 16), cell("ROLE", 9),
+                      cell("CGROUP", cg_w), "RSS", "PSS", "PAGE TABLES", "PINNED", "LOCKED"),
+          TopStyle::kHeader);
+  int room = rows - 2;
+  std::size_t shown = ps.size() <= static_cast<std::size_t>(room) ? ps.size() : static_cast<std::size_t>(room - 1);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const TopProcess& p = ps[i];
+    out.add(fmt::format("  {:>7} {} {} {} {:>10} {:>10} {:>11} {:>10} {:>10}", p.pid, cell(p.comm, 16), cell(p.role, 9),
+                        tailCell(p.cgroup, cg_w), formatBytes(p.rss), bytesOr(p.pss), formatBytes(p.page_tables),
+                        bytesOr(p.pinned), formatBytes(p.locked)));
+  }
+  if (shown < ps.size()) out.add(fmt::format("  ... {} more processes", ps.size() - shown));
+}
+
+void oomSection(Lines& out, const TopData& d, const TopViewState& s, int rows) {
+  std::string title = fmt::format("OOM KILLS  {} kept of {} seen", d.ooms.size(), d.ooms_total);
+  if (!d.ooms_note.empty()) title += "  (" + d.ooms_note + ")";
+  out.add(title, TopStyle::kSection);
+  if (d.ooms.empty()) {
+    out.add("  none");
+    return;
+  }
+  const int fixed = 2 + 24 + 8 + 17 + 11;
+  const std::size_t cg_w = static_cast<std::size_t>(std::clamp((s.cols - fixed) / 2, 12, 60));
+  out.add(fmt::format("  {} {:>7} {} {:>10} {} {}", cell("TIME", 23), "PID", cell("VICTIM", 16), "RSS",
+                      cell("VICTIM'S CGROUP", cg_w), "OOM DOMAIN (the limit that was hit)"),
+          TopStyle::kHeader);
+  const std::size_t room = static_cast<std::size_t>(std::max(rows - 2, 1));
+  const std::size_t shown = d.ooms.size() <= room ? d.ooms.size() : std::max<std::size_t>(room - 1, 1);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const TopOom& o = d.ooms[i];
+    std::string domain = o.domain == o.victim_cgroup && !o.domain.empty() ? "its own" : o.domain;
+    if (o.domain_usage || o.domain_limit)
+      domain += fmt::format(" at {} of {}", bytesOr(o.domain_usage, "?"), bytesOr(o.domain_limit, "?"));
+    out.add(fmt::format("  {} {:>7} {} {:>10} {} {}", cell(formatUtcMs(o.wall_time_ns / 1'000'000), 23),
+                        o.victim_pid > 0 ? std::to_string(o.victim_pid) : "?", cell(o.victim_comm, 16),
+                        bytesOr(o.victim_rss), tailCell(o.victim_cgroup, cg_w), domain));
+  }
+  if (shown < d.ooms.size()) out.add(fmt::format("  ... {} older kills", d.ooms.size() - shown));
+}
+
+// The longest that fits: a wide terminal gets the words, a narrow one the letters.
+std::string keysLine(const TopViewState& s) {
+  static const std::array<const char*, 3> kVariants = {
+      "cgroups by: u usage  r headroom  i invisible  n name | processes by: p PSS  t page tables  l pinned | "
+      "again: reverse | space pause | ? help | q quit",
+      "u usage r headroom i invisible n name | p PSS t ptables l pinned | space pause ? help q quit",
+      "u r i n | p t l sort  spc pause  ? help  q quit",
+  };
+  for (const char* v : kVariants) {
+    if (static_cast<int>(std::string_view(v).size()) <= s.cols) return v;
+  }
+  return "q quit ? help";
+}
+
+const std::vector<std::string>& helpText() {
+  static const std::vector<std::string> kHelp = {
+      "HELP  (? or h again, or Esc, closes this)",
+      "",
+      "  u   cgroups by usage, largest first",
+      "  r   cgroups by headroom (room under the tightest bound), least first; no bound last",
+      "  i   cgroups by invisible memory (page tables, slab, kernel stacks, sockets, unmapped shmem)",
+      "  n   cgroups by name",
+      "  p   processes by PSS (RSS where PSS was not read)",
+      "  t   processes by page tables",
+      "  l   processes by pinned memory (CUDA host allocations), then locked",
+      "      the key of the order in use reverses it",
+      "  space   pause: the figures stay as they are until space again",
+      "  Ctrl-L  draw the screen again",
+      "  q   quit (Ctrl-C too)",
+      "",
+      "  Sizes are binary (KiB, MiB, GiB); ~ marks an estimate; - a figure not known.",
+      "  HEADROOM: what the cgroup can still take before its tightest bound (its own limit, an",
+      "  ancestor's, or the machine's available memory).",
+  };
+  return kHelp;
+}
+
+}  // namespace
+
+std::string workloadName(const json& w) {
+  if (!w.is_object()) return "";
+  std::string pod = str(w, "pod");
+  if (!pod.empty()) {
+    std::string ns = str(w, "namespace");
+    return ns.empty() ? pod : ns + "/" + pod;
+  }
+  std::string container = str(w, "container");
+  if (!container.empty()) return container;
+  return str(w, "unit");
+}
+
+Status readSnapshotDocument(const json& doc, TopData& data) {
+  if (!doc.is_object()) return makeError(0, "the snapshot is not a JSON object");
+  const json& cgroups = member(doc, "cgroups");
+  const json& processes = member(doc, "processes");
+  if (!cgroups.is_array() || !processes.is_array())
+    return makeError(0, "the snapshot has no \"cgroups\" or \"processes\" list");
+  data.wall_time_ns = i64(doc, "wall_time_ns").value_or(0);
+  data.machine = readMachine(member(doc, "host"));
+  data.cgroups.clear();
+  for (const json& c : cgroups) {
+    auto g = readCgroup(c);
+    if (!g) return g.error().wrap(fmt::format("the snapshot's cgroup {}", data.cgroups.size()));
+    data.cgroups.push_back(std::move(*g));
+  }
+  data.processes.clear();
+  for (const json& p : processes) data.processes.push_back(readProcess(p));
+  return ok();
+}
+
+Result<TopOom> readOomEvent(const json& e) {
+  if (!e.is_object()) return makeError(0, "an OOM event that is not a JSON object");
+  TopOom o;
+  o.wall_time_ns = i64(e, "wall_time_ns").value_or(0);
+  const json& victims = member(e, "victims");
+  const json& trigger = member(e, "trigger");
+  if (victims.is_array() && !victims.empty()) {
+    const json& v = victims.front();
+    o.victim_pid = i64(v, "tgid").value_or(0);
+    if (o.victim_pid <= 0) o.victim_pid = i64(v, "pid").value_or(0);
+    o.victim_comm = str(v, "comm");
+    o.victim_cgroup = str(v, "cgroup");
+    auto anon = u64(v, "anon_rss_bytes");
+    auto file = u64(v, "file_rss_bytes");
+    auto shmem = u64(v, "shmem_rss_bytes");
+    if (anon || file || shmem) o.victim_rss = anon.value_or(0) + file.value_or(0) + shmem.value_or(0);
+  }
+  if (o.victim_cgroup.empty()) o.victim_cgroup = str(trigger, "cgroup");
+  if (o.victim_cgroup.empty()) o.victim_cgroup = str(member(e, "counter"), "cgroup");
+  const json& domain = member(e, "oom_domain");
+  const json& global = member(domain, "global");
+  if (global.is_boolean() && global.get<bool>()) {
+    o.domain = "global";
+  } else {
+    o.domain = str(domain, "cgroup");
+    if (o.domain.empty()) o.domain = "?";
+  }
+  o.domain_usage = u64(domain, "usage_bytes");
+  o.domain_limit = u64(domain, "limit_bytes");
+  return o;
+}
+
+Status readOomsDocument(const json& doc, TopData& data) {
+  const json& events = member(doc, "events");
+  if (!events.is_array()) return makeError(0, "the OOM list has no \"events\"");
+  std::vector<TopOom> ooms;
+  for (const json& e : events) {
+    auto o = readOomEvent(e);
+    if (!o) return o.error();
+    ooms.push_back(std::move(*o));
+  }
+  std::reverse(ooms.begin(), ooms.end());  // the agent lists them oldest first
+  data.ooms = std::move(ooms);
+  data.ooms_total = u64(doc, "total").value_or(data.ooms.size());
+  return ok();
+}
+
+void readBudgetDocument(int http_status, const json& doc, TopData& data) {
+  data.budget.reset();
+  data.budget_note.clear();
+  if (http_status == 200 && doc.is_object() && u64(doc, "budget_bytes")) {
+    TopBudget b;
+    const json& valid = member(doc, "valid");
+    b.valid = !valid.is_boolean() || valid.get<bool>();
+    b.budget = u64Or0(doc, "budget_bytes");
+    b.margin = u64Or0(doc, "margin_bytes");
+    b.generation = u64Or0(doc, "generation");
+    b.cgroup = str(doc, "cgroup");
+    b.reason = str(doc, "reason");
+    data.budget = std::move(b);
+    return;
+  }
+  std::string why = str(doc, "error");
+  data.budget_note = why.empty() ? fmt::format("the agent answered HTTP {}", http_status) : why;
+}
+
+const char* toString(CgroupSort s) {
+  switch (s) {
+    case CgroupSort::kUsage: return "usage";
+    case CgroupSort::kHeadroom: return "headroom";
+    case CgroupSort::kInvisible: return "invisible";
+    case CgroupSort::kName: return "name";
+  }
+  return "?";
+}
+
+const char* toString(ProcessSort s) {
+  switch (s) {
+    case ProcessSort::kPss: return "PSS";
+    case ProcessSort::kPageTables: return "page tables";
+    case ProcessSort::kPinned: return "pinned";
+  }
+  return "?";
+}
+
+void sortCgroups(std::vector<TopCgroup>& cgroups, CgroupSort by, bool reversed) {
+  auto less = [by](const TopCgroup& a, const TopCgroup& b) {
+    switch (by) {
+      case CgroupSort::kUsage:
+        if (a.usage != b.usage) return a.usage > b.usage;
+        break;
+      case CgroupSort::kHeadroom:
+        // The least room first: those closest to a bound are the ones to watch; none last.
+        if (a.headroom.has_value() != b.headroom.has_value()) return a.headroom.has_value();
+        if (a.headroom != b.headroom) return *a.headroom < *b.headroom;
+        break;
+      case CgroupSort::kInvisible:
+        if (a.invisible != b.invisible) return a.invisible > b.invisible;
+        break;
+      case CgroupSort::kName: break;
+    }
+    return a.path < b.path;
+  };
+  std::sort(cgroups.begin(), cgroups.end(), less);
+  if (reversed) std::reverse(cgroups.begin(), cgroups.end());
+}
+
+void sortProcesses(std::vector<TopProcess>& processes, ProcessSort by, bool reversed) {
+  auto less = [by](const TopProcess& a, const TopProcess& b) {
+    switch (by) {
+      case ProcessSort::kPss: break;
+      case ProcessSort::kPageTables:
+        if (a.page_tables != b.page_tables) return a.page_tables > b.page_tables;
+        break;
+      case ProcessSort::kPinned:
+        if (a.pinned.value_or(0) != b.pinned.value_or(0)) return a.pinned.value_or(0) > b.pinned.value_or(0);
+        if (a.locked != b.locked) return a.locked > b.locked;
+        break;
+    }
+    if (a.pssOrRss() != b.pssOrRss()) return a.pssOrRss() > b.pssOrRss();
+    return a.pid < b.pid;
+  };
+  std::sort(processes.begin(), processes.end(), less);
+  if (reversed) std::reverse(processes.begin(), processes.end());
+}
+
+TopKeyResult applyTopKey(int key, TopViewState& state) {
+  auto cgroupBy = [&](CgroupSort by) {
+    state.cgroup_reversed = state.cgroup_sort == by && !state.cgroup_reversed;
+    state.cgroup_sort = by;
+    return TopKeyResult::kRedraw;
+  };
+  auto processBy = [&](ProcessSort by) {
+    state.process_reversed = state.process_sort == by && !state.process_reversed;
+    state.process_sort = by;
+    return TopKeyResult::kRedraw;
+  };
+  constexpr int kEscape = 27;
+  constexpr int kCtrlL = 12;
+  switch (key) {
+    case 'q':
+    case 'Q': return TopKeyResult::kQuit;
+    case 'u': return cgroupBy(CgroupSort::kUsage);
+    case 'r': return cgroupBy(CgroupSort::kHeadroom);
+    case 'i': return cgroupBy(CgroupSort::kInvisible);
+    case 'n': return cgroupBy(CgroupSort::kName);
+    case 'p': return processBy(ProcessSort::kPss);
+    case 't': return processBy(ProcessSort::kPageTables);
+    case 'l': return processBy(ProcessSort::kPinned);
+    case ' ': state.paused = !state.paused; return state.paused ? TopKeyResult::kRedraw : TopKeyResult::kRefresh;
+    case 'h':
+    case '?': state.help = !state.help; return TopKeyResult::kRedraw;
+    case kEscape:
+      if (!state.help) return TopKeyResult::kNone;
+      state.help = false;
+      return TopKeyResult::kRedraw;
+    case kCtrlL:
+    case kTopKeyResize: return TopKeyResult::kRedraw;
+    default: return TopKeyResult::kNone;
+  }
+}
+
+std::vector<TopLine> renderTop(const TopData& d, const TopViewState& s) {
+  Lines out{{}, s.cols};
+  const int rows = std::max(s.rows, 1);
+  constexpr int kMinRows = 14;
+  constexpr int kMinCols = 60;
+  out.add(titleLine(d, s), TopStyle::kTitle);
+  if (s.rows < kMinRows || s.cols < kMinCols) {
+    // Too small for the sections: the largest cgroups, one short line each.
+    out.add(fmt::format("terminal {}x{}: {}x{} shows every section", s.cols, s.rows, kMinCols, kMinRows),
+            TopStyle::kWarning);
+    if (!s.error.empty()) out.add("! " + s.error, TopStyle::kWarning);
+    std::vector<TopCgroup> cg = d.cgroups;
+    sortCgroups(cg, s.cgroup_sort, s.cgroup_reversed);
+    for (const TopCgroup& g : cg) {
+      if (static_cast<int>(out.lines.size()) >= rows - 1) break;
+      std::string figures = fmt::format(" {} of {}", formatBytes(g.usage), bytesOr(g.limit, "none"));
+      int path_w = std::max(s.cols - static_cast<int>(figures.size()), 4);
+      out.add(tailCell(g.path, static_cast<std::size_t>(path_w)) + figures);
+    }
+  } else {
+    out.add(machineLine(d.machine));
+    out.add(budgetLine(d));
+    if (!s.error.empty()) out.add("! " + s.error + " (the figures shown are older)", TopStyle::kWarning);
+    if (!s.log.empty()) out.add("log: " + printableText(s.log), TopStyle::kWarning);
+    if (s.help) {
+      out.add("");
+      for (const std::string& h : helpText()) out.add(h);
+    } else {
+      int avail = rows - static_cast<int>(out.lines.size()) - 1;  // the keys' line
+      int oom_rows = d.ooms.empty() ? 2 : 2 + static_cast<int>(std::min<std::size_t>(d.ooms.size(), 5));
+      // Blank lines before each of the three sections.
+      int rest = avail - oom_rows - 3;
+      int cg_want = 2 + std::max<int>(1, static_cast<int>(d.cgroups.size()));
+      int proc_want = 2 + std::max<int>(1, static_cast<int>(d.processes.size()));
+      int cg_rows = std::min(cg_want, std::max(3, rest - std::min(proc_want, rest / 2)));
+      int proc_rows = std::min(proc_want, std::max(3, rest - cg_rows));
+      if (cg_rows + proc_rows > rest) {
+        // Too short for all three at their least: the OOM kills keep their title and one line.
+        oom_rows = 2;
+        proc_rows = std::max(3, avail - oom_rows - 3 - cg_rows);
+      } else {
+        oom_rows = avail - 3 - cg_rows - proc_rows;  // what the others leave, for older kills
+      }
+      out.add("");
+      cgroupSection(out, d, s, cg_rows);
+      out.add("");
+      processSection(out, d, s, proc_rows);
+      out.add("");
+      oomSection(out, d, s, oom_rows);
+    }
+  }
+  // Exactly `rows` lines, the keys on the last.
+  if (static_cast<int>(out.lines.size()) > rows - 1) out.lines.resize(static_cast<std::size_t>(rows - 1));
+  while (static_cast<int>(out.lines.size()) < rows - 1) out.add("");
+  out.add(keysLine(s), TopStyle::kKeys);
+  return std::move(out.lines);
+}
+
+}  // namespace headroom::cli
