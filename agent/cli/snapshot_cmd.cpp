@@ -59,7 +59,7 @@ int watchOoms(const SnapshotOptions& opts, const FsRoot& fs, Sensors& sensors, s
       std::string about = e.domain_cgroup && !e.domain_cgroup->empty() ? normaliseCgroupPath(*e.domain_cgroup) : "";
       if (about.empty() && !e.victims.empty() && !e.victims.front().cgroup.empty())
         about = normaliseCgroupPath(e.victims.front().cgroup);
-      const OomWorkloads w = oomWorkloads(e, about, names);
+      const OomWorkloads w = oomWorkloads(e, about, names, std::chrono::seconds(1));
       if (opts.json) {
         out << dumpJson(toJson(e, w)) << "\n" << std::flush;
       } else {
@@ -100,7 +100,10 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   for (const ProcessSample& p : raw->processes) pids.push_back(p.pid);
   sensors->discoverCuda(pids);
   auto readings = sensors->readings(raw->processes);
+  // Every cgroup's names asked at once, then a moment for the engines to answer.
   WorkloadResolver names(*source->fs, WorkloadLookup{});
+  for (const CgroupMemory& c : raw->cgroups) (void)names.resolve(c.path);
+  (void)names.idle(std::chrono::seconds(3));
   auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(*rules)), std::move(readings), &names);
   if (opts.json)
     out << dumpJson(toJson(*snap), 2) << "\n";

@@ -157,6 +157,8 @@ constexpr const char* kJournalWrite = "journal-write";
 // An oom_score_adj at or below this takes half the machine's memory off the agent's badness: the
 // OOM killer picks it only when nothing else is left to pick.
 constexpr int kProtectedOomScoreAdj = -500;
+// An OOM kill waits at most this long for a container engine's answer about what died.
+constexpr std::chrono::milliseconds kOomNamesWait{1000};
 constexpr const char* kSelfReport = "self-report";
 
 }  // namespace
@@ -363,6 +365,9 @@ bool Agent::Impl::kernelOomSource() const {
 
 void Agent::Impl::handleOom(const OomEvent& e) {
   std::shared_ptr<const Snapshot> last = incidents_.last();
+  // The names of what died, waiting a moment for an engine asked about a container the samples
+  // never saw (born and killed between two): the metrics, the journal and /v1/ooms then agree.
+  const OomWorkloads workloads = oomWorkloads(e, oomRecordCgroup(e, last.get()), *names_, kOomNamesWait);
   double when = e.wall_time_ns > 0 ? static_cast<double>(e.wall_time_ns) / 1e9 : unixSeconds();
   for (const OomVictim& v : e.victims) {
     if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
@@ -403,7 +408,7 @@ void Agent::Impl::handleOom(const OomEvent& e) {
                     formatBytes(IncidentJournal::kMaxPendingBytes));
   }
   if (budget_.onOomKill(e, last.get(), roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
-  api_.publishOom(e, oomWorkloads(e, oomRecordCgroup(e, last.get()), *names_));
+  api_.publishOom(e, workloads);
 }
 
 void Agent::Impl::flushJournal() {

@@ -102,11 +102,12 @@ std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
   return lru > busy ? lru - busy : 0;
 }
 
-OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names) {
+OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names,
+                          std::chrono::milliseconds wait) {
   OomWorkloads out;
-  if (!cgroup.empty()) out.cgroup = names.resolve(cgroup);
+  if (!cgroup.empty()) out.cgroup = names.resolve(cgroup, wait);
   for (const OomVictim& v : e.victims)
-    out.victims.push_back(v.cgroup.empty() ? Workload{} : names.resolve(normaliseCgroupPath(v.cgroup)));
+    out.victims.push_back(v.cgroup.empty() ? Workload{} : names.resolve(normaliseCgroupPath(v.cgroup), wait));
   return out;
 }
 

@@ -99,41 +99,54 @@ WorkloadResolver::WorkloadResolver(const FsRoot& fs, WorkloadLookup lookup, Engi
   curlOnce();
 }
 
-Workload WorkloadResolver::resolve(std::string_view path) {
-  const Clock::time_point now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = cache_.find(path);
-  if (it != cache_.end()) {
-    it->second.used = now;
-    if (it->second.complete || now < it->second.retry_at) return it->second.workload;
+WorkloadResolver::~WorkloadResolver() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
   }
-  Workload w;
-  w.identity = identifyCgroup(path);
-  bool complete = true;
-  lookUpNames(w, path, complete, now);
+  work_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+Workload WorkloadResolver::resolve(std::string_view path, std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Clock::time_point now = Clock::now();
+  auto it = cache_.find(path);
   if (it == cache_.end()) {
     if (cache_.size() >= kMaxCached) evictOver(kMaxCached - 1);
     it = cache_.emplace(std::string(path), Entry{}).first;
-  } else if (!it->second.workload.container.empty() && w.container.empty()) {
-    w.container = it->second.workload.container;  // an engine that went away does not unname a container
+    it->second.workload.identity = identifyCgroup(path);
+    it->second.complete = it->second.workload.identity.container_id.empty() &&
+                          it->second.workload.identity.pod_uid.empty();  // a unit, or nothing: no names to find
   }
-  it->second = Entry{w, complete, now + kRetryAfter, now};
+  it->second.used = now;
+  if (it->second.complete) return it->second.workload;
+  Workload w = it->second.workload;
+  bool complete = false;
+  const Clock::time_point deadline = now + wait;
+  while (true) {
+    complete = lookUpNames(w, path, now);
+    if (complete || now >= deadline || !pending_.contains(w.identity.container_id)) break;
+    answered_.wait_until(lock, deadline);  // an engine's answer for it may come in time
+    now = Clock::now();
+  }
+  if (auto again = cache_.find(path); again != cache_.end()) {  // the entry may have gone while we waited
+    again->second.workload = w;
+    again->second.complete = complete;
+  }
   return w;
 }
 
-void WorkloadResolver::lookUpNames(Workload& w, std::string_view path, bool& complete, Clock::time_point now) {
+bool WorkloadResolver::lookUpNames(Workload& w, std::string_view path, Clock::time_point now) {
   const WorkloadIdentity& id = w.identity;
-  if (id.container_id.empty() && id.pod_uid.empty()) return;  // a unit, or nothing: no names to find
   // A pod's containers (and Docker under a kubelet) are named by the node's log entries.
-  if (!id.pod_uid.empty() || id.runtime == "containerd" || id.runtime == "crio" || id.runtime.empty()) {
-    complete = fromKube(w, now);
-    return;
-  }
+  if (!id.pod_uid.empty() || id.runtime == "containerd" || id.runtime == "crio" || id.runtime.empty())
+    return fromKube(w, now);
   if (auto name = fromEngine(w, path, now)) {
     w.container = std::move(*name);
-    return;
+    return true;
   }
-  complete = fromKube(w, now) && !w.container.empty();  // Docker containers of a kubelet
+  return fromKube(w, now) && !w.container.empty();  // Docker containers of a kubelet
 }
 
 bool WorkloadResolver::fromKube(Workload& w, Clock::time_point now) {
@@ -160,7 +173,10 @@ bool WorkloadResolver::fromKube(Workload& w, Clock::time_point now) {
   };
   if (find()) return true;
   // A miss reads the entries again when the directory changed (a new container's entry came),
-  // and at least every kRetryAfter in case its time did not move.
+  // and every kRetryAfter in case its time did not move; the directory is looked at no more
+  // than every kKubeCheck, however many cgroups miss (a pod's sandbox has no entry).
+  if (kube_ && now - kube_checked_at_ < kKubeCheck) return false;
+  kube_checked_at_ = now;
   const std::optional<std::pair<std::int64_t, std::int64_t>> changed = containersDirTime();
   if (kube_ && changed == kube_dir_time_ && now - kube_read_at_ < kRetryAfter) return false;
   kube_read_at_ = now;
@@ -203,25 +219,68 @@ std::optional<std::string> WorkloadResolver::fromEngine(const Workload& w, std::
                                                         Clock::time_point now) {
   const std::string& cid = w.identity.container_id;
   if (auto known = engine_names_.find(cid); known != engine_names_.end()) return known->second;
-  for (const std::string& socket : socketsFor(w, path)) {
-    if (auto down = engine_down_.find(socket); down != engine_down_.end()) {
-      if (now < down->second) continue;
-      engine_down_.erase(down);
-    }
-    const std::string at = fs_.isLive() ? socket : fs_.root() + socket;
-    ++stats_.engine_queries;
-    auto answer = query_(at, cid, lookup_.engine_timeout);
-    if (!answer) {
-      ++stats_.engine_failures;
-      engine_down_[socket] = now + kRetryAfter;  // one bounded try per socket and period
-      continue;
-    }
-    if (!*answer) continue;  // not this engine's container
-    if (engine_names_.size() >= kMaxCached) engine_names_.clear();
-    engine_names_[cid] = **answer;
-    return **answer;
+  if (pending_.contains(cid)) return std::nullopt;
+  if (auto miss = engine_missed_.find(cid); miss != engine_missed_.end()) {
+    if (now < miss->second) return std::nullopt;  // asked not long ago: no engine knew it
+    engine_missed_.erase(miss);
   }
+  std::vector<std::string> sockets = socketsFor(w, path);
+  if (sockets.empty()) return std::nullopt;
+  if (queue_.size() >= kMaxQueued) {
+    ++stats_.engine_dropped;  // more new containers at once than the engines can be asked about
+    return std::nullopt;
+  }
+  pending_.insert(cid);
+  queue_.push_back(Question{cid, std::move(sockets)});
+  if (!worker_.joinable()) worker_ = std::thread([this] { askEngines(); });
+  work_.notify_one();
   return std::nullopt;
+}
+
+// The engines are asked here, on a thread of the resolver's own, never on a caller's: an engine
+// that is slow or stuck costs its timeout to this thread alone.
+void WorkloadResolver::askEngines() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    work_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Question q = std::move(queue_.front());
+    queue_.pop_front();
+    std::optional<std::string> name;
+    for (const std::string& socket : q.sockets) {
+      if (auto down = engine_down_.find(socket); down != engine_down_.end()) {
+        if (Clock::now() < down->second) continue;
+        engine_down_.erase(down);
+      }
+      const std::string at = fs_.isLive() ? socket : fs_.root() + socket;
+      ++stats_.engine_queries;
+      lock.unlock();
+      auto answer = query_(at, q.id, lookup_.engine_timeout);
+      lock.lock();
+      if (stopping_) return;
+      if (!answer) {
+        ++stats_.engine_failures;
+        engine_down_[socket] = Clock::now() + kRetryAfter;  // one bounded try per socket and period
+        continue;
+      }
+      if (*answer) {
+        name = std::move(*answer);
+        break;
+      }
+    }
+    if (name) {
+      engine_names_[q.id] = std::move(*name);
+    } else {
+      engine_missed_[q.id] = Clock::now() + kRetryAfter;
+    }
+    pending_.erase(q.id);
+    answered_.notify_all();
+  }
+}
+
+bool WorkloadResolver::idle(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return answered_.wait_for(lock, wait, [this] { return pending_.empty(); });
 }
 
 void WorkloadResolver::evictOver(std::size_t cap) {
@@ -241,6 +300,7 @@ void WorkloadResolver::forgetIdle(std::chrono::seconds idle) {
   std::set<std::string_view> ids;
   for (const auto& [path, e] : cache_) ids.insert(e.workload.identity.container_id);
   std::erase_if(engine_names_, [&](const auto& kv) { return !ids.contains(kv.first); });
+  std::erase_if(engine_missed_, [&](const auto& kv) { return now >= kv.second; });
 }
 
 WorkloadLookupStats WorkloadResolver::stats() const {

@@ -1,6 +1,8 @@
-// A /var/log/containers entry's name and its link's target: Kubernetes names without the API.
+// A /var/log/containers entry's name and its link's target: Kubernetes names without the API;
+// and a container engine's inspect answer (Docker's, Podman's): a container's name.
 #include "fuzz_support.h"
 #include "headroom/sources/kube_names.h"
+#include "headroom/sources/workload_names.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace headroom;
@@ -14,6 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (auto uid = podUidFromLogTarget(text)) {
     fuzz::require(uid->size() == 36, "a pod UID is 36 characters");
     fuzz::require(text.find(*uid) != std::string_view::npos, "the UID is in the target");
+  }
+  if (auto name = parseEngineContainerName(text)) {
+    fuzz::require(!name->empty() && name->size() <= kMaxWorkloadName, "a name is 1 to 253 bytes");
+    fuzz::require(name->front() != '/', "the engine's leading slash is gone");
   }
   return 0;
 }

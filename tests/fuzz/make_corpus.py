@@ -260,7 +260,10 @@ def kube(c):
     cid, uid = "4f7d1c2b9a8e6d5c3b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c", "0c1f6c1e-5b7d-4c1a-9f2e-6a8b8d3c4e21"
     for i, s in enumerate([f"cuzk-prover-7d9f8b6c4-x2x9z_proving_cuzk-{cid}.log", f"curio-0_fil_curio-sidecar-{cid}.log",
                            f"/var/log/pods/proving_cuzk-prover-0_{uid}/cuzk/0.log",
-                           f"../../pods/fil_curio-0_{uid}/curio-sidecar/3.log"]):
+                           f"../../pods/fil_curio-0_{uid}/curio-sidecar/3.log",
+                           # engines' inspect answers, trimmed: Docker's (and Podman's compatible API), Podman's libpod
+                           '{"Id":"' + cid + '","Name":"/prover-web","State":{"Status":"running","Pid":4242}}',
+                           '{"Id":"' + cid + '","Name":"hog","State":{}}']):
         c.put("kube_names", f"{i:02d}", s)
 
 

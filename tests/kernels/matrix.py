@@ -3,6 +3,7 @@
 
     tests/kernels/matrix.py [--suite full|smoke|capture] [--kernels 6.1,6.12] [--layouts ...]
                             [--runs KERNEL:LAYOUT,...,host] [--host] [--build DIR] [--out DIR] [--echo]
+                            [--only STEP,...]
 
 Each (kernel, layout) is one qemu guest (TCG) on the host's / (read only): it runs the suite's
 steps (tests/kernels/suites.py) in the layout's cgroup and writes every step's log, the gtest
@@ -32,6 +33,7 @@ import suites  # noqa: E402
 import vm  # noqa: E402
 
 LAYOUTS = ["v2-bare", "v2-systemd", "v1"]
+ONLY = None  # --only: the steps to run, None for all
 
 
 @dataclasses.dataclass
@@ -110,7 +112,7 @@ def run_guest(tree: vm.KernelTree, initrd: pathlib.Path, layout: str, suite: str
               out: pathlib.Path, memory: int, cpus: int, echo: bool) -> RunResult:
     label = f"{tree.release.name}-{layout}"
     results = out / label
-    steps = suites.plan(suite, build, layout, results)
+    steps = suites.only(suites.plan(suite, build, layout, results), ONLY)
     write_plan(results, layout, steps)
     budget = sum(s.timeout + 15 for s in steps) + 120  # the steps' own limits, boot and shutdown
     vm.log(f"{label}: booting {tree.package} {tree.version} ({len(steps)} steps, at most {budget} s)")
@@ -130,7 +132,7 @@ def run_host(suite: str, build: pathlib.Path, out: pathlib.Path) -> RunResult:
     mode = suites.host_layout()
     label = f"host-{os.uname().release}-{mode}"
     results = out / "host"
-    steps = suites.plan(suite, build, mode, results, guest=False)
+    steps = suites.only(suites.plan(suite, build, mode, results, guest=False), ONLY)
     write_plan(results, mode, steps)
     t0 = time.monotonic()
     for s in steps:
@@ -185,6 +187,8 @@ def main() -> int:
     ap.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--offline", action="store_true", help="use cached kernels, never ask apt")
     ap.add_argument("--echo", action="store_true", help="show the guests' consoles")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated step names of the suite (e.g. kit-workload-names): run just those")
     ap.add_argument("--skip-unless-root", action="store_true", help="exit 77 (ctest's skip) when not root")
     a = ap.parse_args()
 
@@ -192,6 +196,12 @@ def main() -> int:
         print(f"matrix: {msg}", file=sys.stderr)
         return 2
 
+    global ONLY
+    ONLY = [s for s in a.only.split(",") if s] if a.only else None
+    known = [s.name for s in suites.plan(a.suite, pathlib.Path("/"), "v2-bare", pathlib.Path("/"))]
+    for s in ONLY or []:
+        if s not in known:
+            return bad(f"--only: the {a.suite} suite has no step \"{s}\" (its steps: {', '.join(known)})")
     wanted = []  # (kernel, layout) in order
     with_host = a.host or a.no_guests
     if a.runs:

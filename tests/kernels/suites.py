@@ -69,6 +69,11 @@ def gtest(name: str, build: pathlib.Path, results: pathlib.Path, timeout: int, t
     return Step(name, timeout, argv)
 
 
+def only(steps: list, names: list | None) -> list:
+    """The steps named (all of them for None), in the plan's order."""
+    return steps if names is None else [s for s in steps if s.name in names]
+
+
 def plan(suite: str, build: pathlib.Path, layout: str, results: pathlib.Path, guest: bool = True) -> list:
     kit = SOURCE / "tests" / "kit"
     if suite == "smoke":

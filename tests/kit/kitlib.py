@@ -7,6 +7,8 @@ Standard library only: the tests run on Debian's /usr/bin/python3.
 Other tests' agents may run on the same machine at the same time: these helpers only ever stop a
 process this test started (its Popen), never one found by name.
 """
+import errno
+import os
 import re
 import signal
 import socket
@@ -40,6 +42,39 @@ def own_memory_cgroup():
         if hierarchy == "0" and controllers == "":
             return path
     return None
+
+
+def delegate_memory(directory):
+    """A cgroup v2 directory's children get the memory controller: "+memory" in its
+    cgroup.subtree_control. A non-root cgroup that holds processes cannot delegate ("no internal
+    processes", EBUSY): its processes (this test's, the runner's) move to a leaf below it first,
+    as systemd does for a delegated unit (the leaf is the C++ tests' CgroupSandbox::kLeaf)."""
+    control = os.path.join(directory, "cgroup.subtree_control")
+    with open(control) as f:
+        if "memory" in f.read().split():
+            return
+    try:
+        with open(control, "w") as f:
+            f.write("+memory")
+        return
+    except OSError as e:
+        if e.errno != errno.EBUSY:
+            raise
+    leaf = os.path.join(directory, "headroom-test-leaf")
+    os.makedirs(leaf, exist_ok=True)
+    for _ in range(100):
+        with open(os.path.join(directory, "cgroup.procs")) as f:
+            pids = f.read().split()
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                with open(os.path.join(leaf, "cgroup.procs"), "w") as f:
+                    f.write(pid)
+            except ProcessLookupError:
+                pass
+    with open(control, "w") as f:
+        f.write("+memory")
 
 
 def stop(proc, timeout=10.0, name=None):

@@ -190,8 +190,14 @@ class UnitCgroup:
     """A cgroup named like a systemd service, under ours, holding a sleeping process."""
 
     def __init__(self, unit: str):
-        mount = "/sys/fs/cgroup/memory" if memory_layout() != "v2" else "/sys/fs/cgroup"
-        self.dir = pathlib.Path(f"{mount}{kitlib.own_memory_cgroup()}/{unit}")
+        v2 = memory_layout() == "v2"
+        mount = "/sys/fs/cgroup/memory" if not v2 else "/sys/fs/cgroup"
+        own = kitlib.own_memory_cgroup()
+        if v2 and own.endswith("/headroom-test-leaf"):  # moved there by an earlier test
+            own = own[:-len("/headroom-test-leaf")]
+        if v2:
+            kitlib.delegate_memory(f"{mount}{own}")
+        self.dir = pathlib.Path(f"{mount}{own}/{unit}")
         self.dir.mkdir()
         procs = self.dir / "cgroup.procs"
 
@@ -282,6 +288,9 @@ def main() -> int:
                          lambda: series(get_text(agent.url + "/metrics"), "headroom_oom_kills_total", container=name))
         if kills:
             print(kills[0], flush=True)
+        else:
+            print("\n".join(series(get_text(agent.url + "/metrics"), "headroom_oom_kills_total")), flush=True)
+            print(json.dumps(event)[:3000] if event else "(no event)", flush=True)
 
         def reported():
             r = subprocess.run([binary, "report", "--journal", str(journal)], capture_output=True, text=True,
@@ -297,11 +306,6 @@ def main() -> int:
             rec = json.loads(r.stdout)
             names = [v.get("workload", {}).get("container") for v in rec["event"]["victims"]]
             check(name in names, f"the record's victims carry the name: {names}")
-        # A metric, an API and a report: and the container itself said it was OOM-killed.
-        if isinstance(container, RealContainer):
-            container.proc.wait(timeout=60)
-            state = podman("inspect", "--format", "{{.State.OOMKilled}}", name, check_rc=False).stdout.strip()
-            print(f"podman says OOMKilled={state}", flush=True)
     except (kitlib.AgentError, RuntimeError, subprocess.TimeoutExpired) as e:
         check(False, str(e))
     finally:

@@ -179,7 +179,9 @@ struct OomWorkloads {
   Workload cgroup;
   std::vector<Workload> victims;
 };
-OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names);
+// `wait`: how long each may wait for an engine's answer (WorkloadResolver::resolve).
+OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names,
+                          std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
 // Builds the snapshot from one collection and what the sensors knew of it. Each cgroup's
 // workload: its identity from the path, and the names `names` finds (none without it).

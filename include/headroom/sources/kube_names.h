@@ -4,7 +4,7 @@
 //     -> /var/log/pods/<namespace>_<pod>_<pod uid>/<container>/<restart>.log
 // so a container id (from the cgroup path, sources/workload.h) or a pod UID (the cgroupfs
 // driver's paths carry only that) finds its pod, namespace and container. The DaemonSet
-// mounts /var/log/containers and /var/log/pods read-only.
+// mounts /var/log/containers read-only: the links are read (their targets as text), no log.
 #pragma once
 
 #include <map>

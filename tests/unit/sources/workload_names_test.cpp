@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,14 +145,22 @@ TEST(EngineQuery, NotFoundIsNoNameAndTheRestAreErrors) {
   }
 }
 
-// An engine the test answers for: the sockets asked, in order.
+// An engine the test answers for (on the resolver's thread): the sockets asked, in order.
 struct FakeEngines {
-  std::vector<std::string> asked;
+  std::mutex mu;
+  std::vector<std::string> asked_;
   std::map<std::string, std::optional<std::string>> answers;  // by socket; any other refuses
+  std::chrono::milliseconds delay{0};                         // before each answer
+  std::vector<std::string> asked() {
+    std::lock_guard<std::mutex> lock(mu);
+    return asked_;
+  }
   EngineQuery query() {
     return [this](const std::string& socket, const std::string&,
                   std::chrono::milliseconds) -> Result<std::optional<std::string>> {
-      asked.push_back(socket);
+      std::this_thread::sleep_for(delay);
+      std::lock_guard<std::mutex> lock(mu);
+      asked_.push_back(socket);
       auto it = answers.find(socket);
       if (it == answers.end()) return makeError(ErrorKind::kIo, "refused");
       return it->second;
@@ -166,7 +175,7 @@ TEST(WorkloadResolver, AUnitNeedsNoLookup) {
   WorkloadResolver r(fs_r, WorkloadLookup{}, engines.query());
   Workload w = r.resolve("/system.slice/curio.service");
   EXPECT_EQ(w.identity.unit, "curio.service");
-  EXPECT_TRUE(engines.asked.empty());
+  EXPECT_TRUE(engines.asked().empty());
 }
 
 TEST(WorkloadResolver, APodmanContainerIsAskedOfPodmanOnceAndCached) {
@@ -176,16 +185,15 @@ TEST(WorkloadResolver, APodmanContainerIsAskedOfPodmanOnceAndCached) {
   const FsRoot fs_r = t.fs();
   WorkloadResolver r(fs_r, WorkloadLookup{}, engines.query());
   const std::string path = std::string("/machine.slice/libpod-") + kId + ".scope/container";
-  for (int i = 0; i < 3; ++i) {
-    Workload w = r.resolve(path);
-    EXPECT_EQ(w.container, "hog");
-    EXPECT_EQ(w.identity.runtime, "podman");
-  }
-  EXPECT_EQ(engines.asked, (std::vector<std::string>{t.root() + "/run/podman/podman.sock"}))
+  Workload first = r.resolve(path);
+  EXPECT_EQ(first.identity.runtime, "podman") << "the identity at once, the name when the engine answered";
+  ASSERT_TRUE(r.idle(std::chrono::seconds(10)));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.resolve(path).container, "hog");
+  EXPECT_EQ(engines.asked(), (std::vector<std::string>{t.root() + "/run/podman/podman.sock"}))
       << "asked once, under the root";
   // Its scope (the OOM domain of a v2 Podman container) is the same container: no new question.
   EXPECT_EQ(r.resolve(std::string("/machine.slice/libpod-") + kId + ".scope").container, "hog");
-  EXPECT_EQ(engines.asked.size(), 1u);
+  EXPECT_EQ(engines.asked().size(), 1u);
 }
 
 TEST(WorkloadResolver, ARootlessContainerIsAskedOfItsUsersSocketThenDockers) {
@@ -195,8 +203,9 @@ TEST(WorkloadResolver, ARootlessContainerIsAskedOfItsUsersSocketThenDockers) {
   WorkloadResolver r(fs_r, WorkloadLookup{}, engines.query());
   Workload w =
       r.resolve(std::string("/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-") + kId + ".scope");
+  ASSERT_TRUE(r.idle(std::chrono::seconds(10)));
   EXPECT_EQ(w.container, "");
-  EXPECT_EQ(engines.asked,
+  EXPECT_EQ(engines.asked(),
             (std::vector<std::string>{t.root() + "/run/user/1000/podman/podman.sock", t.root() + "/run/docker.sock"}));
 }
 
@@ -207,10 +216,28 @@ TEST(WorkloadResolver, AnEngineThatFailedIsNotAskedAgainAtOnce) {
   WorkloadResolver r(fs_r, WorkloadLookup{}, engines.query());
   const std::string other = std::string(63, 'a') + "b";
   r.resolve(std::string("/system.slice/docker-") + kId + ".scope");
+  ASSERT_TRUE(r.idle(std::chrono::seconds(10)));
   r.resolve(std::string("/system.slice/docker-") + kId + ".scope");  // a miss: not asked again yet
   r.resolve("/system.slice/docker-" + other + ".scope");             // another: the socket is down
-  EXPECT_EQ(engines.asked, (std::vector<std::string>{t.root() + "/run/docker.sock"}));
+  ASSERT_TRUE(r.idle(std::chrono::seconds(10)));
+  EXPECT_EQ(engines.asked(), (std::vector<std::string>{t.root() + "/run/docker.sock"}));
   EXPECT_EQ(r.stats().engine_failures, 1u);
+}
+
+TEST(WorkloadResolver, ACallerNeverWaitsForASlowEngineUnlessItAsks) {
+  testing::FixtureTree t;
+  FakeEngines engines;
+  engines.delay = std::chrono::milliseconds(300);
+  engines.answers[t.root() + "/run/docker.sock"] = "slow-one";
+  const FsRoot fs = t.fs();
+  WorkloadResolver r(fs, WorkloadLookup{}, engines.query());
+  const std::string path = std::string("/system.slice/docker-") + kId + ".scope";
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(r.resolve(path).container, "") << "a sample does not wait";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+  // An OOM kill's record waits for the answer being asked.
+  EXPECT_EQ(r.resolve(path, std::chrono::seconds(10)).container, "slow-one");
+  EXPECT_EQ(engines.asked().size(), 1u);
 }
 
 TEST(WorkloadResolver, ADockerContainerWithNoSocketConfiguredIsNotAsked) {
@@ -223,7 +250,7 @@ TEST(WorkloadResolver, ADockerContainerWithNoSocketConfiguredIsNotAsked) {
   Workload w = r.resolve(std::string("/docker/") + kId);
   EXPECT_EQ(w.identity.runtime, "docker");
   EXPECT_EQ(w.identity.container_id, kId);
-  EXPECT_TRUE(engines.asked.empty());
+  EXPECT_TRUE(engines.asked().empty());
 }
 
 TEST(WorkloadResolver, KubernetesNamesComeFromTheNodesLogEntriesUnderBothDrivers) {
@@ -240,9 +267,14 @@ TEST(WorkloadResolver, KubernetesNamesComeFromTheNodesLogEntriesUnderBothDrivers
   EXPECT_EQ(r.resolve(systemd).pod, "");
   t.symlink("/var/log/pods/proving_cuzk-prover-0_" + uid + "/cuzk/0.log",
             std::string("/var/log/containers/cuzk-prover-0_proving_cuzk-") + kId + ".log");
-  // ... and is found for another path of the same pod once it is (a new cgroup re-reads).
+  // ... and is found once it is (the directory changed; looked at every kKubeCheck at most).
   const std::string cgroupfs = std::string("/kubepods/burstable/pod") + kUid + "/" + kId;
-  Workload w = r.resolve(cgroupfs);
+  Workload w;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       w.pod.empty() && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20)))
+    w = r.resolve(cgroupfs);
+  EXPECT_EQ(r.resolve(systemd).pod, "cuzk-prover-0") << "the same container under the other driver's path";
   EXPECT_EQ(w.container, "cuzk");
   EXPECT_EQ(w.pod, "cuzk-prover-0");
   EXPECT_EQ(w.pod_namespace, "proving");
@@ -252,7 +284,7 @@ TEST(WorkloadResolver, KubernetesNamesComeFromTheNodesLogEntriesUnderBothDrivers
   EXPECT_EQ(pod.pod, "cuzk-prover-0");
   EXPECT_EQ(pod.pod_namespace, "proving");
   EXPECT_EQ(pod.container, "");
-  EXPECT_TRUE(engines.asked.empty()) << "a kubelet's containers are not asked of an engine";
+  EXPECT_TRUE(engines.asked().empty()) << "a kubelet's containers are not asked of an engine";
 
   WorkloadLookup off;
   off.kubernetes_logs = false;

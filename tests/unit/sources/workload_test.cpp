@@ -76,3 +76,28 @@ TEST(WorkloadIdentity, KubernetesPodsUnderBothDriversAndRuntimes) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(WorkloadDescription, NamesWhatIsKnownAndTheUnitOnlyAlone) {
+  Workload pod;
+  pod.identity = id("cri-containerd-x.scope", "containerd", kId, kUid, "burstable");
+  pod.container = "cuzk";
+  pod.pod = "prover-0";
+  pod.pod_namespace = "proving";
+  EXPECT_EQ(describeWorkload(pod), "pod proving/prover-0 (burstable), container cuzk (containerd 4f7d1c2b9a8e)");
+  Workload unnamed;
+  unnamed.identity = id("libpod-x.scope", "podman", kId);
+  EXPECT_EQ(describeWorkload(unnamed), "container podman 4f7d1c2b9a8e");
+  Workload pod_only;
+  pod_only.identity = id("kubepods-pod.slice", "", "", kUid, "guaranteed");
+  EXPECT_EQ(describeWorkload(pod_only), std::string("pod uid ") + kUid + " (guaranteed)");
+  Workload unit;
+  unit.identity.unit = "curio.service";
+  EXPECT_EQ(describeWorkload(unit), "unit curio.service");
+  EXPECT_EQ(describeWorkload(Workload{}), "");
+}
+
+}  // namespace
+}  // namespace headroom
