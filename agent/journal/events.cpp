@@ -185,7 +185,7 @@ std::vector<std::string> journaldFields(const json& rec) {
     if (t->pid > 0) add("HEADROOM_TRIGGER_PID", std::to_string(t->pid));
     if (!t->comm.empty()) add("HEADROOM_TRIGGER_COMM", t->comm);
   }
-  const json& workload = objectAt(rec, "workload");
+  const json workload = recordWorkloadObject(rec);
   for (const auto& [key, name] : {std::pair{"unit", "HEADROOM_UNIT"}, std::pair{"container", "HEADROOM_CONTAINER"},
                                   std::pair{"pod", "HEADROOM_POD"}, std::pair{"namespace", "HEADROOM_NAMESPACE"}}) {
     std::string v = textAt(workload, key);

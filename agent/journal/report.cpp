@@ -182,8 +182,20 @@ std::string hostName(const json& rec) {
 
 }  // namespace
 
+json recordWorkloadObject(const json& rec) {
+  json w = objectAt(rec, "workload").is_object() ? objectAt(rec, "workload") : json::object();
+  const json& event = objectAt(rec, "event");
+  auto vs = event.find("victims");
+  if (vs == event.end() || !vs->is_array() || vs->empty()) return w;
+  const json& victim = objectAt(vs->front(), "workload");
+  for (const char* key : {"unit", "container", "pod", "namespace", "runtime", "container_id", "pod_uid", "qos"}) {
+    if (textAt(w, key).empty() && !textAt(victim, key).empty()) w[key] = textAt(victim, key);
+  }
+  return w;
+}
+
 std::string recordWorkload(const json& rec) {
-  const json& w = objectAt(rec, "workload");
+  const json w = recordWorkloadObject(rec);
   const std::string pod = textAt(w, "pod"), ns = textAt(w, "namespace"), container = textAt(w, "container"),
                     unit = textAt(w, "unit");
   if (!pod.empty()) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include "headroom/sources/collector.h"
 #include "headroom/sources/procfs.h"
+#include "headroom/sources/workload.h"
 
 #include "headroom/sensors/sensors.h"
 #include "testing/cgroup_sandbox.h"
@@ -564,6 +565,9 @@ TEST(Sensors, CliWatchOomsJson) {
   EXPECT_EQ(j["oom_domain"]["cgroup"], sb->path());
   EXPECT_EQ(j["sources"]["bpf"], true);
   EXPECT_EQ(j["sources"]["kmsg"], true);
+  // What operators call it: the domain's workload and the victim's (the same cgroup here).
+  EXPECT_EQ(j["workload"]["unit"], identifyCgroup(sb->path()).unit) << j["workload"];
+  EXPECT_EQ(j["victims"][0]["workload"], j["workload"]);
   auto st = watcher->wait();
   ASSERT_TRUE(st);
   EXPECT_EQ(WEXITSTATUS(*st), 0);

@@ -29,8 +29,12 @@ std::string renderReport(const nlohmann::json& record);
 // (read back from a log store) lead with HOST and WORKLOAD columns and are grouped by host, then
 // workload, the newest first in each group.
 std::string renderRecordList(const std::vector<nlohmann::json>& records);
-// The workload a record is about, from its `workload` object when the agent wrote one: "pod
-// NAMESPACE/POD CONTAINER", "container NAME", "unit NAME"; else "cgroup PATH" ("-": none known).
+// The workload a record is about: its `workload` object, with what it does not name taken from
+// the first victim's (a pod's OOM domain names the pod, the victim its container); empty
+// strings (nothing read) for a record written before workloads were recorded.
+nlohmann::json recordWorkloadObject(const nlohmann::json& record);
+// The same as one label: "pod NAMESPACE/POD CONTAINER", "container NAME", "unit NAME"; else
+// "cgroup PATH" ("-": none known).
 std::string recordWorkload(const nlohmann::json& record);
 // The last minute's stacked components for the cgroup, with the limit line (id="limit") and
 // the kill marked (id="kill"): a standalone SVG 1.1 document.

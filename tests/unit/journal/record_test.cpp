@@ -272,6 +272,8 @@ TEST(Record, WorkloadsAreTheRecordsAndEachVictims) {
   EXPECT_EQ(named["workload"]["namespace"], "proving");
   EXPECT_EQ(named["event"]["victims"][0]["workload"]["container"], "cuzk");
   EXPECT_EQ(workloadFromJson(named["event"]["victims"][0]["workload"]), ctx.workloads.victims[0]) << "reads back";
+  EXPECT_EQ(recordWorkload(named), "pod proving/prover-0 cuzk") << "the pod's, its container the victim's";
+  EXPECT_EQ(recordWorkloadObject(named)["container_id"], id);
   EXPECT_NE(renderReport(named).find("(pod proving/prover-0 (burstable), container cuzk (containerd 4f7d1c2b9a8e))"),
             std::string::npos)
       << renderReport(named);
