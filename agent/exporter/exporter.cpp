@@ -531,7 +531,6 @@ struct Exporter::State {
   struct OomCount {
     double kills = 0;
     double last_timestamp_s = 0;
-    Workload workload;  // of the cgroup, at its latest kill
   };
   std::string page;        // the last update's exposition text (the scrape duration is added per scrape)
   std::size_t series = 0;  // sample lines render() writes
@@ -539,7 +538,10 @@ struct Exporter::State {
   bool scrape_slot = true;  // max_series leaves room for the scrape duration
   std::uint64_t update_failures = 0;
   // {cgroup, role, process} -> kills; for the agent's lifetime.
-  std::map<std::tuple<std::string, std::string, std::string>, OomCount> oom_kills;
+  // {cgroup, role, process, unit, container, pod, namespace} -> kills: names learnt after a
+  // cgroup's first kill start a set of their own, so no set's count ever changes its labels.
+  using OomKey = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string, std::string>;
+  std::map<OomKey, OomCount> oom_kills;
   std::map<std::string, ProbeFigures> probes;  // by cgroup, the latest of each
   std::map<std::string, double> probe_outcomes;
   struct Budget {
@@ -607,16 +609,16 @@ void Exporter::recordOomKill(const std::string& cgroup, const Workload& workload
   std::lock_guard<std::mutex> lock(mu_);
   auto& kills = state_->oom_kills;
   const std::string r = toString(role);
-  auto key = std::make_tuple(cgroup, r, process);
+  const std::string& unit = workload.identity.unit;
+  State::OomKey key{cgroup, r, process, unit, workload.container, workload.pod, workload.pod_namespace};
   if (kills.size() >= limits_.max_oom_label_sets && !kills.contains(key)) {
-    key = std::make_tuple(cgroup, r, std::string(kOther));
+    key = State::OomKey{cgroup, r, std::string(kOther), unit, workload.container, workload.pod, workload.pod_namespace};
     // Past the cap even a cgroup's "other" is not new: all of the role's overflow in one set.
-    if (!kills.contains(key)) key = std::make_tuple(std::string(kOther), r, std::string(kOther));
+    if (!kills.contains(key)) key = State::OomKey{std::string(kOther), r, std::string(kOther), "", "", "", ""};
   }
   State::OomCount& c = kills[key];
   c.kills += 1;
   c.last_timestamp_s = std::max(c.last_timestamp_s, timestamp_s);
-  if (std::get<0>(key) == cgroup) c.workload = workload;  // "other" sums several: no one's names
 }
 
 void Exporter::update(const Snapshot& snap, const SensorCounters& counters, const AgentSelf& self) {
@@ -667,8 +669,8 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
       return it->second;
     };
     for (const auto& [key, c] : oom_kills) {
-      const auto& [cgroup, role, process] = key;
-      const CgroupLabels cg = labelsOf(cgroup, c.workload);
+      const auto& [cgroup, role, process, unit, container, pod, pod_namespace] = key;
+      const CgroupLabels cg{cgroup, unit, container, pod, pod_namespace};
       sink.add(kOomKills, cg, {role, process}, c.kills);
       sink.add(kOomKillLast, cg, {role, process}, c.last_timestamp_s);
     }

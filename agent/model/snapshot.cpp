@@ -105,9 +105,10 @@ std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
 OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names,
                           std::chrono::milliseconds wait) {
   OomWorkloads out;
-  if (!cgroup.empty()) out.cgroup = names.resolve(cgroup, wait);
+  const auto deadline = WorkloadResolver::Clock::now() + wait;  // one wait for them all
+  if (!cgroup.empty()) out.cgroup = names.resolveBy(cgroup, deadline);
   for (const OomVictim& v : e.victims)
-    out.victims.push_back(v.cgroup.empty() ? Workload{} : names.resolve(normaliseCgroupPath(v.cgroup), wait));
+    out.victims.push_back(v.cgroup.empty() ? Workload{} : names.resolveBy(normaliseCgroupPath(v.cgroup), deadline));
   return out;
 }
 
@@ -269,7 +270,9 @@ VictimPlace placeVictim(const OomVictim& v, const Snapshot* snap, const RoleMatc
     if (const ProcessSnapshot* p = snap->findProcess(tgid); p != nullptr && p->sample.comm == v.comm)
       return {p->cgroup, p->role, p};
   }
-  return {v.cgroup, roles.match(tgid, 0, v.comm, "", v.cgroup), nullptr};
+  // Normalised like the snapshot's paths, so that its series join the cgroup's.
+  return {v.cgroup.empty() ? std::string() : normaliseCgroupPath(v.cgroup), roles.match(tgid, 0, v.comm, "", v.cgroup),
+          nullptr};
 }
 
 }  // namespace headroom

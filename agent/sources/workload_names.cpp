@@ -108,7 +108,7 @@ WorkloadResolver::~WorkloadResolver() {
   if (worker_.joinable()) worker_.join();
 }
 
-Workload WorkloadResolver::resolve(std::string_view path, std::chrono::milliseconds wait) {
+Workload WorkloadResolver::resolveBy(std::string_view path, Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   Clock::time_point now = Clock::now();
   auto it = cache_.find(path);
@@ -123,7 +123,6 @@ Workload WorkloadResolver::resolve(std::string_view path, std::chrono::milliseco
   if (it->second.complete) return it->second.workload;
   Workload w = it->second.workload;
   bool complete = false;
-  const Clock::time_point deadline = now + wait;
   while (true) {
     complete = lookUpNames(w, path, now);
     if (complete || now >= deadline || !pending_.contains(w.identity.container_id)) break;
@@ -175,7 +174,7 @@ bool WorkloadResolver::fromKube(Workload& w, Clock::time_point now) {
   // A miss reads the entries again when the directory changed (a new container's entry came),
   // and every kRetryAfter in case its time did not move; the directory is looked at no more
   // than every kKubeCheck, however many cgroups miss (a pod's sandbox has no entry).
-  if (kube_ && now - kube_checked_at_ < kKubeCheck) return false;
+  if (now - kube_checked_at_ < kKubeCheck) return false;
   kube_checked_at_ = now;
   const std::optional<std::pair<std::int64_t, std::int64_t>> changed = containersDirTime();
   if (kube_ && changed == kube_dir_time_ && now - kube_read_at_ < kRetryAfter) return false;
@@ -185,6 +184,7 @@ bool WorkloadResolver::fromKube(Workload& w, Clock::time_point now) {
   auto names = readKubeNames(fs_);
   if (!names) {
     ++stats_.kube_failures;
+    kube_ = KubeNames{};  // none: asked again when the directory changes, or in kRetryAfter
     return false;
   }
   kube_ = std::move(*names);

@@ -41,7 +41,7 @@ struct ExporterLimits {
   std::size_t top_processes = 10;        // per role: the largest (cgroup, comm) groups by RSS
   std::size_t max_cgroups = 256;         // the largest cgroups by usage
   std::size_t max_series = 20000;        // every series together
-  std::size_t max_oom_label_sets = 512;  // distinct {cgroup,role,process} in the OOM counters
+  std::size_t max_oom_label_sets = 512;  // distinct {cgroup,workload names,role,process} in the OOM counters
 };
 
 // What the agent knows of itself, filled by the agent each tick.

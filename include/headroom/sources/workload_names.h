@@ -78,7 +78,11 @@ class WorkloadResolver {
   // The workload of the cgroup at `path` (inside the hierarchy). Safe from any thread. `wait`:
   // how long to wait for an engine's answer about its container when one is being asked (an OOM
   // kill's record, of a container the agent may not have seen before; 0 for a sample).
-  Workload resolve(std::string_view path, std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  Workload resolve(std::string_view path, std::chrono::milliseconds wait = std::chrono::milliseconds(0)) {
+    return resolveBy(path, Clock::now() + wait);
+  }
+  // The same, waiting until `deadline` at the latest: one deadline for several cgroups.
+  Workload resolveBy(std::string_view path, Clock::time_point deadline);
   // Waits until no engine is being asked (at most `wait`): true when none is. For a one-shot
   // reader (`headroom snapshot`): resolve every cgroup, wait, resolve again.
   bool idle(std::chrono::milliseconds wait);

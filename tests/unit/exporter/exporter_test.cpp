@@ -680,6 +680,31 @@ TEST(ExporterCardinality, OomLabelSetsAreCapped) {
   EXPECT_NE(ex.render(0).find("headroom_oom_kills_total{cgroup=\"/jobs\""), std::string::npos);
 }
 
+TEST(ExporterCardinality, ANameLearntAfterAKillStartsASetOfItsOwn) {
+  // The engine answered after the first kill: that kill stays counted unnamed, the next one under
+  // the name; no count moves between label sets (a rule would count it twice).
+  Exporter ex(ExporterLimits{});
+  Workload named;
+  named.identity.runtime = "podman";
+  named.identity.unit = "libpod-x.scope";
+  named.container = "web";
+  ex.recordOomKill("/machine.slice/libpod-x.scope", {}, Role::kSystem, "hog", 10);
+  ex.recordOomKill("/machine.slice/libpod-x.scope", named, Role::kSystem, "hog", 11);
+  ex.recordOomKill("/machine.slice/libpod-x.scope", named, Role::kSystem, "hog", 12);
+  ex.update(Snapshot{}, {}, {});
+  const Exposition e = parseExposition(ex.render(0));
+  expectConsistentWithCatalog(e);
+  EXPECT_EQ(e.get("headroom_oom_kills_total",
+                  {{"cgroup", "/machine.slice/libpod-x.scope"}, {"role", "system"}, {"process", "hog"}}),
+            1.0);
+  EXPECT_EQ(e.get("headroom_oom_kills_total", {{"cgroup", "/machine.slice/libpod-x.scope"},
+                                               {"unit", "libpod-x.scope"},
+                                               {"container", "web"},
+                                               {"role", "system"},
+                                               {"process", "hog"}}),
+            2.0);
+}
+
 }  // namespace
 }  // namespace headroom
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -201,10 +202,11 @@ TEST(WorkloadResolver, ARootlessContainerIsAskedOfItsUsersSocketThenDockers) {
   FakeEngines engines;
   const FsRoot fs_r = t.fs();
   WorkloadResolver r(fs_r, WorkloadLookup{}, engines.query());
-  Workload w =
-      r.resolve(std::string("/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-") + kId + ".scope");
+  const std::string path =
+      std::string("/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-") + kId + ".scope";
+  EXPECT_EQ(r.resolve(path).identity.runtime, "podman");
   ASSERT_TRUE(r.idle(std::chrono::seconds(10)));
-  EXPECT_EQ(w.container, "");
+  EXPECT_EQ(r.resolve(path).container, "") << "no engine knew it";
   EXPECT_EQ(engines.asked(),
             (std::vector<std::string>{t.root() + "/run/user/1000/podman/podman.sock", t.root() + "/run/docker.sock"}));
 }
@@ -238,6 +240,23 @@ TEST(WorkloadResolver, ACallerNeverWaitsForASlowEngineUnlessItAsks) {
   // An OOM kill's record waits for the answer being asked.
   EXPECT_EQ(r.resolve(path, std::chrono::seconds(10)).container, "slow-one");
   EXPECT_EQ(engines.asked().size(), 1u);
+}
+
+TEST(WorkloadResolver, AWaitThatRunsOutAnswersWithoutTheNameAndTheEndWaitsForOneQuestionAtMost) {
+  testing::FixtureTree t;
+  FakeEngines engines;
+  engines.delay = std::chrono::milliseconds(1500);
+  engines.answers[t.root() + "/run/docker.sock"] = "late";
+  const FsRoot fs = t.fs();
+  auto r = std::make_unique<WorkloadResolver>(fs, WorkloadLookup{}, engines.query());
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(r->resolve(std::string("/docker/") + kId, std::chrono::milliseconds(200)).container, "");
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(190));
+  EXPECT_LT(waited, std::chrono::milliseconds(1400)) << "not the engine's whole answer";
+  t0 = std::chrono::steady_clock::now();
+  r.reset();  // while the question is being asked
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "one question's time at most";
 }
 
 TEST(WorkloadResolver, ADockerContainerWithNoSocketConfiguredIsNotAsked) {
