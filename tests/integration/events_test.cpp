@@ -142,13 +142,15 @@ TEST(Events, RecordsInTheRotatedFileReportTheSameAsTheJournal) {
 
 // A private systemd-journald: /run and /var/log/journal are tmpfs in a mount namespace of the
 // agent's own, the runtime journal (/run/log/journal) a directory of the test's, so journalctl
-// reads it from outside. The journald is stopped with the test.
+// reads it from outside. Without /var/log/journal (the kernel matrix's guests) journald keeps
+// the runtime journal alone, as Storage=auto does. The journald is stopped with the test.
 struct PrivateJournald {
   TempDir dir;
   std::string prelude() const {
     return fmt::format(
         "set -e; mount --make-rprivate /; mount -t tmpfs tmpfs /run; mkdir -p /run/systemd/journal /run/log/journal; "
-        "mount --bind {0} /run/log/journal; mount -t tmpfs tmpfs /var/log/journal; "
+        "mount --bind {0} /run/log/journal; if [ -d /var/log/journal ]; then mount -t tmpfs tmpfs /var/log/journal; "
+        "fi; "
         "/lib/systemd/systemd-journald </dev/null >/dev/null 2>&1 & echo $! > {1}; "
         "i=0; while [ ! -S /run/systemd/journal/socket ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; set +e; ",
         dir.file("runtime"), dir.file("journald.pid"));
