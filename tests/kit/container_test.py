@@ -159,19 +159,6 @@ def http(url: str) -> tuple:
 
 # ---------------------------------------------------------------- the container, from outside
 
-def memory_layout() -> str:
-    """v1, v2 or hybrid: where the memory controller is, and what else is mounted."""
-    v1_memory = v2 = False
-    for line in open("/proc/self/mountinfo"):
-        f = line.split()
-        dash = f.index("-")
-        if f[dash + 1] == "cgroup2":
-            v2 = True
-        elif f[dash + 1] == "cgroup" and "memory" in f[dash + 3].split(","):
-            v1_memory = True
-    return "hybrid" if (v1_memory and v2) else ("v1" if v1_memory else "v2")
-
-
 class Podman:
     """A real podman container whose root file system is this machine's own /."""
     name = "podman"
@@ -211,8 +198,8 @@ class HandBuilt:
 
     def __init__(self):
         own = kitlib.own_memory_cgroup()
-        self.mount = "/sys/fs/cgroup/memory" if memory_layout() != "v2" else "/sys/fs/cgroup"
-        self.v2 = memory_layout() == "v2"
+        self.mount = "/sys/fs/cgroup/memory" if kitlib.memory_layout() != "v2" else "/sys/fs/cgroup"
+        self.v2 = kitlib.memory_layout() == "v2"
         self.dir = pathlib.Path(f"{self.mount}{own}/headroom-container-{os.getpid()}")
 
     def run(self, scenario: str) -> subprocess.CompletedProcess:
@@ -266,7 +253,7 @@ exec setpriv --bounding-set=-all,{caps} --inh-caps=-all -- "$@"
 
 
 def runtime():
-    layout = memory_layout()
+    layout = kitlib.memory_layout()
     if layout != "hybrid" and shutil.which("podman"):
         return Podman()
     return HandBuilt()
@@ -307,7 +294,7 @@ def main() -> int:
             print(f"{v} is not set", file=sys.stderr)
             return 2
     rt = runtime()
-    print(f"container: {rt.name}, memory cgroup layout {memory_layout()}, limit {LIMIT // MiB} MiB", flush=True)
+    print(f"container: {rt.name}, memory cgroup layout {kitlib.memory_layout()}, limit {LIMIT // MiB} MiB", flush=True)
     wanted = sys.argv[1:] or SCENARIOS
 
     try:

@@ -27,6 +27,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def memory_layout() -> str:
+    """v1, v2 or hybrid: where the memory controller is, and what else is mounted."""
+    v1_memory = v2 = False
+    for line in open("/proc/self/mountinfo"):
+        f = line.split()
+        dash = f.index("-")
+        if f[dash + 1] == "cgroup2":
+            v2 = True
+        elif f[dash + 1] == "cgroup" and "memory" in f[dash + 3].split(","):
+            v1_memory = True
+    return "hybrid" if (v1_memory and v2) else ("v1" if v1_memory else "v2")
+
+
 def own_memory_cgroup():
     """The memory cgroup this process runs in, from /proc/self/cgroup; None when there is none.
 

@@ -42,18 +42,6 @@ def check(ok, what):
     return ok
 
 
-def memory_layout() -> str:
-    v1_memory = v2 = False
-    for line in open("/proc/self/mountinfo"):
-        f = line.split()
-        dash = f.index("-")
-        if f[dash + 1] == "cgroup2":
-            v2 = True
-        elif f[dash + 1] == "cgroup" and "memory" in f[dash + 3].split(","):
-            v1_memory = True
-    return "hybrid" if (v1_memory and v2) else ("v1" if v1_memory else "v2")
-
-
 def get_json(url):
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.loads(r.read())
@@ -157,11 +145,11 @@ class CreatedContainer:
         self.podman = podman
         self.name = name
         self.id = podman("create", "--name", name, "--network", "none", "--rootfs", "/", "/bin/true").stdout.strip()
-        mount = "/sys/fs/cgroup/memory" if memory_layout() != "v2" else "/sys/fs/cgroup"
+        mount = "/sys/fs/cgroup/memory" if kitlib.memory_layout() != "v2" else "/sys/fs/cgroup"
         self.parent = pathlib.Path(f"{mount}{kitlib.own_memory_cgroup()}/libpod_parent")
         self.dir = self.parent / f"libpod-{self.id}"
         self.dir.mkdir(parents=True)
-        v2 = memory_layout() == "v2"
+        v2 = kitlib.memory_layout() == "v2"
         (self.dir / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(LIMIT))
         procs = self.dir / "cgroup.procs"
 
@@ -190,7 +178,7 @@ class UnitCgroup:
     """A cgroup named like a systemd service, under ours, holding a sleeping process."""
 
     def __init__(self, unit: str):
-        v2 = memory_layout() == "v2"
+        v2 = kitlib.memory_layout() == "v2"
         mount = "/sys/fs/cgroup/memory" if not v2 else "/sys/fs/cgroup"
         own = kitlib.own_memory_cgroup()
         if v2 and own.endswith("/headroom-test-leaf"):  # moved there by an earlier test
@@ -231,8 +219,8 @@ def main() -> int:
         podman = Podman(tmp)
         if failures:
             return 1
-        real = memory_layout() != "hybrid"
-        print(f"layout {memory_layout()}: {'a real container' if real else 'a created container'}", flush=True)
+        real = kitlib.memory_layout() != "hybrid"
+        print(f"layout {kitlib.memory_layout()}: {'a real container' if real else 'a created container'}", flush=True)
         agent = kitlib.AgentRun(binary, ["--log-level", "info", "agent", "--listen", "127.0.0.1:0", "--interval",
                                          "500ms", "--journal", str(journal), "--workloads.podman-socket",
                                          str(podman.socket), "--workloads.docker-socket", ""],
