@@ -34,8 +34,7 @@ struct Answer {
 
 Result<std::uint64_t> u64Field(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end() || !it->is_number_unsigned())
-    return makeError(0, fmt::format("{}: missing or not a byte count", key));
+  if (it == j.end() || !it->is_number_unsigned()) return badData(fmt::format("{}: missing or not a byte count", key));
   return it->get<std::uint64_t>();
 }
 
@@ -58,16 +57,14 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
                           : fmt::format("HTTP {}", r->status);
     // Credentials the agent refuses are the caller's to fix, not a reason to compute elsewhere.
     if (r->status == 401)
-      return makeError(
-                 0, fmt::format("{} answered 401: {} (--agent-user, --agent-password-file)", url,
-                                opts.agent_user.empty() ? "it asks for basic auth" : "the user or password is wrong"))
-          .as(ErrorKind::kBadInput);
+      return badInput(fmt::format("{} answered 401: {} (--agent-user, --agent-password-file)", url,
+                                  opts.agent_user.empty() ? "it asks for basic auth" : "the user or password is wrong"));
     bool refused = j.is_object() && j.contains("decision") && j["decision"].is_object() &&
                    (opts.cgroup.empty() || normaliseCgroupPath(opts.cgroup) == j.value("cgroup", ""));
     return makeError(refused ? ErrorKind::kUnavailable : ErrorKind::kIo,
                      fmt::format("{} answered {}: {}", url, r->status, why));
   }
-  if (!j.is_object()) return makeError(0, fmt::format("{}: the answer is not a JSON object", url));
+  if (!j.is_object()) return badData(fmt::format("{}: the answer is not a JSON object", url));
   Answer a;
   for (auto [key, into] :
        {std::pair{"budget_bytes", &a.budget}, {"margin_bytes", &a.margin}, {"generation", &a.generation}}) {
@@ -78,8 +75,7 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
   a.cgroup = j.value("cgroup", "");
   // An agent that budgets for another prover does not answer for this one.
   if (!opts.cgroup.empty() && normaliseCgroupPath(opts.cgroup) != a.cgroup)
-    return makeError(
-        0, fmt::format("the agent at {} budgets for cgroup {}, not --cgroup {}", base, a.cgroup, opts.cgroup));
+    return notFound(fmt::format("the agent at {} budgets for cgroup {}, not --cgroup {}", base, a.cgroup, opts.cgroup));
   a.source = "agent";
   a.doc = std::move(j);
   return a;

@@ -82,7 +82,7 @@ Result<HttpClientAuth> agentClientAuth(const std::string& ca, const std::string&
   if (!password_file.empty()) {
     std::ifstream in(password_file);
     if (!in || !std::getline(in, auth.password))
-      return makeError(errno, fmt::format("--agent-password-file {}: cannot be read", password_file))
+      return errnoError(fmt::format("--agent-password-file {}: cannot be read", password_file))
           .as(ErrorKind::kBadInput);
   }
   return auth;

@@ -86,12 +86,12 @@ Result<Loaded> loadFromJson(const std::vector<std::string>& sources, std::istrea
     std::string text;
     std::string name = src == "-" ? "stdin" : src;
     if (src == "-") {
-      if (stdin_read) return badInput("--from-json -: stdin given twice");
+      if (stdin_read) return usageError("--from-json -: stdin given twice");
       stdin_read = true;
       std::array<char, 1 << 16> buf{};
       while (in.read(buf.data(), buf.size()) || in.gcount() > 0)
         text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
-      if (in.bad()) return makeError(EIO, "--from-json: reading stdin");
+      if (in.bad()) return ioError("--from-json: reading stdin");
     } else {
       Fd fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
       if (!fd.valid()) return errnoError(fmt::format("--from-json {}", src)).as(ErrorKind::kBadInput);
@@ -147,7 +147,7 @@ Result<Loaded> loadJournal(const std::string& given, std::ostream& err) {
       return none(fmt::format("no journal at {} (the agent writes it on the first OOM kill; --journal to read another)",
                               journal));
     if (main_errno == ENOTDIR || main_errno == ENAMETOOLONG || main_errno == ELOOP)
-      return makeError(main_errno, fmt::format("--journal {}", journal)).as(ErrorKind::kBadInput);
+      return sysError(main_errno, fmt::format("--journal {}", journal)).as(ErrorKind::kBadInput);
   }
 
   auto contents = readJournal(journal);

@@ -26,7 +26,7 @@ Result<SupervisorConfig> supervisorConfig(const RunOptions& o) {
   c.root = o.root;
   c.cgroup = o.cgroup;
   c.command = o.command;
-  if (c.command.empty()) return badInput("no command: headroom run [options] -- CMD ARGS...");
+  if (c.command.empty()) return usageError("no command: headroom run [options] -- CMD ARGS...");
   auto policy = policyFromFlags(o.policy);
   if (!policy) return policy.error();
   c.policy = *policy;

@@ -61,7 +61,7 @@ class AgentSource final : public TopSource {
     if (snap->first == 401)
       return badInput(fmt::format("{} answered 401: {} (--agent-user, --agent-password-file)", base_,
                                   auth_.user.empty() ? "it asks for basic auth" : "the user or password is wrong"));
-    if (snap->first != 200) return makeError(0, fmt::format("{}/v1/snapshot answered {}", base_, snap->first));
+    if (snap->first != 200) return badData(fmt::format("{}/v1/snapshot answered {}", base_, snap->first));
     if (auto st = readSnapshotDocument(snap->second, next); !st) return st.error().wrap(base_ + "/v1/snapshot");
 
     auto ooms = get(fmt::format("/v1/ooms?limit={}", kOomsShown));
@@ -90,8 +90,7 @@ class AgentSource final : public TopSource {
     auto r = httpGet(base_ + path, timeout_, auth_);
     if (!r) return r.error();
     auto j = nlohmann::json::parse(r->body, nullptr, false);
-    if (j.is_discarded())
-      return makeError(0, fmt::format("{}{}: the answer is not JSON (HTTP {})", base_, path, r->status));
+    if (j.is_discarded()) return badData(fmt::format("{}{}: the answer is not JSON (HTTP {})", base_, path, r->status));
     return std::pair<int, nlohmann::json>{r->status, std::move(j)};
   }
 

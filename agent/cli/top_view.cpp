@@ -71,7 +71,7 @@ Result<TopCgroup> readCgroup(const json& c) {
   TopCgroup g;
   g.path = str(mem, "path");
   auto usage = u64(mem, "usage_bytes");
-  if (g.path.empty() || !usage) return makeError(0, "a cgroup without memory.path or memory.usage_bytes");
+  if (g.path.empty() || !usage) return badData("a cgroup without memory.path or memory.usage_bytes");
   g.usage = *usage;
   g.limit = u64(mem, "limit_bytes");
   g.headroom = u64(c, "headroom_bytes");
@@ -320,11 +320,11 @@ std::string workloadName(const json& w) {
 }
 
 Status readSnapshotDocument(const json& doc, TopData& data) {
-  if (!doc.is_object()) return makeError(0, "the snapshot is not a JSON object");
+  if (!doc.is_object()) return badData("the snapshot is not a JSON object");
   const json& cgroups = member(doc, "cgroups");
   const json& processes = member(doc, "processes");
   if (!cgroups.is_array() || !processes.is_array())
-    return makeError(0, "the snapshot has no \"cgroups\" or \"processes\" list");
+    return badData("the snapshot has no \"cgroups\" or \"processes\" list");
   data.wall_time_ns = i64(doc, "wall_time_ns").value_or(0);
   data.machine = readMachine(member(doc, "host"));
   data.cgroups.clear();
@@ -339,7 +339,7 @@ Status readSnapshotDocument(const json& doc, TopData& data) {
 }
 
 Result<TopOom> readOomEvent(const json& e) {
-  if (!e.is_object()) return makeError(0, "an OOM event that is not a JSON object");
+  if (!e.is_object()) return badData("an OOM event that is not a JSON object");
   TopOom o;
   o.wall_time_ns = i64(e, "wall_time_ns").value_or(0);
   const json& victims = member(e, "victims");
@@ -372,7 +372,7 @@ Result<TopOom> readOomEvent(const json& e) {
 
 Status readOomsDocument(const json& doc, TopData& data) {
   const json& events = member(doc, "events");
-  if (!events.is_array()) return makeError(0, "the OOM list has no \"events\"");
+  if (!events.is_array()) return badData("the OOM list has no \"events\"");
   std::vector<TopOom> ooms;
   for (const json& e : events) {
     auto o = readOomEvent(e);

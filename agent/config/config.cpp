@@ -153,8 +153,7 @@ Status applyNode(AgentConfig& cfg, const KeySpec& spec, const toml::node& node, 
   if (spec.key.repeatable) {
     const toml::array* arr = node.as_array();
     if (arr == nullptr)
-      return makeError(
-          0, fmt::format("{}: {} = {}: must be an array (e.g. {})", source, name, render(node), spec.example));
+      return badInput(fmt::format("{}: {} = {}: must be an array (e.g. {})", source, name, render(node), spec.example));
     for (std::size_t i = 0; i < arr->size(); ++i) {
       const toml::node& el = (*arr)[i];
       values.push_back(Given{&el, {}, fmt::format("{}: {}[{}] = {}", source, name, i, render(el))});
@@ -268,7 +267,7 @@ Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
       {"prover.self_report", str([](const AgentConfig& c) { return c.self_report; })},
   };
   auto it = kGet.find(name);
-  if (it == kGet.end()) return makeError(0, fmt::format("configValue: no value for key \"{}\"", name));
+  if (it == kGet.end()) return badInput(fmt::format("configValue: no value for key \"{}\"", name));
   return it->second(cfg);
 }
 
@@ -279,12 +278,12 @@ Result<AgentConfig> parseAgentConfig(std::string_view toml_text, std::string_vie
     root = toml::parse(toml_text, src);
   } catch (const toml::parse_error& e) {
     const auto& at = e.source().begin;
-    return makeError(
-        0, fmt::format("{}: invalid TOML at line {}, column {}: {}", src, at.line, at.column, e.description()));
+    return badInput(
+        fmt::format("{}: invalid TOML at line {}, column {}: {}", src, at.line, at.column, e.description()));
   }
   AgentConfig cfg;
   for (const Entry& entry : flatten(root)) {
-    if (!entry.problem.empty()) return makeError(0, fmt::format("{}: {}", src, entry.problem));
+    if (!entry.problem.empty()) return badInput(fmt::format("{}: {}", src, entry.problem));
     Status st = applyNode(cfg, *findSpec(entry.name), *entry.node, src);
     if (!st) return st.error();
   }
@@ -301,7 +300,7 @@ Result<AgentConfig> loadAgentConfig(const std::string& path) {
 
 Status applyConfigFlag(AgentConfig& cfg, const ConfigKey& key, const std::vector<std::string>& values) {
   const KeySpec* spec = findSpec(key.name);
-  if (spec == nullptr) return makeError(0, fmt::format("{}: not a configuration flag", key.flag));
+  if (spec == nullptr) return badInput(fmt::format("{}: not a configuration flag", key.flag));
   const std::string& flag = spec->key.flag;
   std::vector<Given> given;
   if (!spec->key.repeatable) {
@@ -313,7 +312,7 @@ Status applyConfigFlag(AgentConfig& cfg, const ConfigKey& key, const std::vector
       std::string shown;
       // fmt, not operator+: g++ 12 -O2 warns falsely (-Wrestrict) on `" " + std::string&&`.
       for (const std::string& v : values) shown += fmt::format(" {}", flagText(v));
-      return makeError(0, fmt::format("{}{}: takes one value, got {}", flag, shown, values.size()));
+      return badInput(fmt::format("{}{}: takes one value, got {}", flag, shown, values.size()));
     }
   }
   for (const std::string& v : values) given.push_back(Given{nullptr, v, fmt::format("{} {}", flag, flagText(v))});

@@ -155,8 +155,8 @@ Result<double> numberOf(const Given& g) {
 // The reason alone; parseDuration and the config add what is being parsed.
 Result<std::chrono::milliseconds> durationFromText(std::string_view text) {
   std::string_view t = trim(text);
-  if (t.empty()) return makeError(0, fmt::format("empty {}", kDurationHint));
-  if (t.front() == '-') return makeError(0, fmt::format("must not be negative {}", kDurationHint));
+  if (t.empty()) return badInput(fmt::format("empty {}", kDurationHint));
+  if (t.front() == '-') return badInput(fmt::format("must not be negative {}", kDurationHint));
   double total_ms = 0;
   std::size_t parts = 0;
   std::size_t i = 0;
@@ -167,10 +167,9 @@ Result<std::chrono::milliseconds> durationFromText(std::string_view text) {
     std::size_t start = i;
     while (i < t.size() && (isDigit(t[i]) || t[i] == '.')) ++i;
     std::string_view num = t.substr(start, i - start);
-    if (std::none_of(num.begin(), num.end(), isDigit))
-      return makeError(0, fmt::format("not a duration {}", kDurationHint));
+    if (std::none_of(num.begin(), num.end(), isDigit)) return badInput(fmt::format("not a duration {}", kDurationHint));
     auto value = parseDouble(num);
-    if (!value) return makeError(0, fmt::format("not a duration {}", kDurationHint));
+    if (!value) return badInput(fmt::format("not a duration {}", kDurationHint));
     skipSpace();
     std::size_t unit_start = i;
     while (i < t.size() && isAlpha(t[i])) ++i;
@@ -179,7 +178,7 @@ Result<std::chrono::milliseconds> durationFromText(std::string_view text) {
     double mult = 0;
     if (unit.empty()) {
       // A plain number is seconds, but only on its own ("5", not "1m 5").
-      if (parts > 0 || i < t.size()) return makeError(0, fmt::format("not a duration {}", kDurationHint));
+      if (parts > 0 || i < t.size()) return badInput(fmt::format("not a duration {}", kDurationHint));
       mult = 1000;
     } else if (unit == "ms") {
       mult = 1;
@@ -190,12 +189,12 @@ Result<std::chrono::milliseconds> durationFromText(std::string_view text) {
     } else if (unit == "h") {
       mult = 3600.0 * 1000;
     } else {
-      return makeError(0, fmt::format("unknown unit \"{}\" (use ms, s, m or h, e.g. \"5s\", \"500ms\", \"1m\")", unit));
+      return badInput(fmt::format("unknown unit \"{}\" (use ms, s, m or h, e.g. \"5s\", \"500ms\", \"1m\")", unit));
     }
     total_ms += *value * mult;
     ++parts;
   }
-  if (!(total_ms <= kMaxDurationMs)) return makeError(0, "too large");
+  if (!(total_ms <= kMaxDurationMs)) return badInput("too large");
   return std::chrono::milliseconds(std::llround(total_ms));
 }
 

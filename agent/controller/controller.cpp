@@ -37,7 +37,7 @@ constexpr std::size_t kMaxBoundsTracked = 32;
 std::uint64_t BudgetBound::room() const { return sub(add(limit, reclaimable), usage); }
 
 Status validate(const BudgetPolicy& p) {
-  auto bad = [](const std::string& what) { return unexpected(makeError(0, what)); };
+  auto bad = [](const std::string& what) { return unexpected(badInput(what)); };
   if (!std::isfinite(p.margin_growth) || p.margin_growth < 1.0 || p.margin_growth > 100.0)
     return bad(fmt::format("margin_growth = {}: must be between 1 and 100", p.margin_growth));
   if (!std::isfinite(p.overhead_factor) || p.overhead_factor < 1.0 || p.overhead_factor > 100.0)
@@ -322,7 +322,7 @@ struct Reader {
   void fail(const std::string& what) {
     if (failed) return;
     failed = true;
-    err = makeError(0, fmt::format("state file {}: {}", source, what));
+    err = badData(fmt::format("state file {}: {}", source, what));
   }
 };
 
@@ -418,7 +418,7 @@ Result<std::string> formatBudget(std::string_view tmpl, std::uint64_t budget) {
     }
     std::size_t close = tmpl.find('}', i);
     if (close == std::string_view::npos)
-      return unexpected(makeError(0, fmt::format("budget template \"{}\": a '{{' without '}}'", tmpl)));
+      return unexpected(badInput(fmt::format("budget template \"{}\": a '{{' without '}}'", tmpl)));
     std::string_view name = tmpl.substr(i + 1, close - i - 1);
     if (name == "bytes")
       out += std::to_string(budget);
@@ -431,9 +431,10 @@ Result<std::string> formatBudget(std::string_view tmpl, std::uint64_t budget) {
     else if (name == "gib_float")
       out += fmt::format("{:.2f}", std::floor(static_cast<double>(budget) / (1ULL << 30) * 100) / 100);
     else
-      return unexpected(makeError(0, fmt::format("budget template \"{}\": unknown placeholder {{{}}} (allowed: "
-                                                 "{{bytes}} {{kib}} {{mib}} {{gib}} {{gib_float}})",
-                                                 tmpl, name)));
+      return unexpected(
+          badInput(fmt::format("budget template \"{}\": unknown placeholder {{{}}} (allowed: "
+                               "{{bytes}} {{kib}} {{mib}} {{gib}} {{gib_float}})",
+                               tmpl, name)));
     i = close;
   }
   return out;

@@ -25,7 +25,7 @@ Result<BudgetInputs> budgetInputs(const Snapshot& snap, const ProverScope& scope
   const CgroupSnapshot* cg = snap.findCgroup(path);
   if (cg == nullptr)
     return unexpected(
-        makeError(0, fmt::format("the prover's cgroup {} is not in the sample (not watched, or gone)", path)));
+        notFound(fmt::format("the prover's cgroup {} is not in the sample (not watched, or gone)", path)));
   BudgetInputs in;
   in.time_ns = snap.monotonic_time_ns;
   in.cgroup = path;

@@ -41,7 +41,7 @@ Result<std::optional<ControllerState>> loadState(const std::string& path) {
     text.append(buf, static_cast<std::size_t>(n));
     if (text.size() > (1U << 20)) {
       ::close(fd);
-      return unexpected(makeError(0, fmt::format("state file {}: larger than 1 MiB, not a state file", path)));
+      return unexpected(badData(fmt::format("state file {}: larger than 1 MiB, not a state file", path)));
     }
   }
   ::close(fd);

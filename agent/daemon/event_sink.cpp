@@ -117,7 +117,7 @@ void EventSink::State::write(Sinks& sinks, const Item& item) {
   if (sinks.to_stdout) outcome(kStdout, writeAll(STDOUT_FILENO, item.line, "an event to stdout"));
   if (sinks.journald && !item.fields.empty()) {
     const int r = send ? send(item.fields) : sdJournalSend(item.fields);
-    outcome(kJournald, r >= 0 ? ok() : Status(makeError(-r, fmt::format("sending to journald ({})", kJournaldSocket))));
+    outcome(kJournald, r >= 0 ? ok() : Status(sysError(-r, fmt::format("sending to journald ({})", kJournaldSocket))));
   }
 }
 

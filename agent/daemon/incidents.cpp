@@ -22,7 +22,7 @@ constexpr const char* kCountersOnly = "counters only";
 
 // A record the journal refuses whatever the disk does (larger than journal.max_bytes): waiting
 // would hold every record behind it for ever.
-bool refusedForGood(const Error& e) { return e.code == EFBIG || e.code == EINVAL; }
+bool refusedForGood(const Error& e) { return e.code == EFBIG || e.kind == ErrorKind::kBadData; }
 
 }  // namespace
 

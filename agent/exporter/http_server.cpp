@@ -105,9 +105,10 @@ Result<std::string> cipherList(SSL_CTX* ctx, const std::vector<std::string>& sui
       if (standard != nullptr && name == standard) found = SSL_CIPHER_get_name(c);
     }
     if (found == nullptr)
-      return makeError(0, fmt::format("tls_server_config.cipher_suites: {} is not a TLS 1.2 suite this OpenSSL "
-                                      "offers (TLS 1.3's are not configurable)",
-                                      name));
+      return badInput(
+          fmt::format("tls_server_config.cipher_suites: {} is not a TLS 1.2 suite this OpenSSL "
+                      "offers (TLS 1.3's are not configurable)",
+                      name));
     list += fmt::format("{}{}", list.empty() ? "" : ":", found);
   }
   return list;
@@ -116,7 +117,7 @@ Result<std::string> cipherList(SSL_CTX* ctx, const std::vector<std::string>& sui
 Result<std::shared_ptr<SSL_CTX>> buildContext(const WebTlsConfig& t) {
   ERR_clear_error();
   std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_server_method()), SslCtxFree{});
-  if (!ctx) return makeError(0, "cannot make a TLS context: " + opensslError());
+  if (!ctx) return ioError("cannot make a TLS context: " + opensslError());
   SSL_CTX* c = ctx.get();
   SSL_CTX_set_min_proto_version(c, tlsVersion(t.min_version));
   if (!t.max_version.empty()) SSL_CTX_set_max_proto_version(c, tlsVersion(t.max_version));
@@ -124,17 +125,17 @@ Result<std::shared_ptr<SSL_CTX>> buildContext(const WebTlsConfig& t) {
                       SSL_OP_NO_RENEGOTIATION | (t.prefer_server_cipher_suites ? SSL_OP_CIPHER_SERVER_PREFERENCE : 0));
   SSL_CTX_set_mode(c, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   if (SSL_CTX_use_certificate_chain_file(c, t.cert_file.c_str()) != 1)
-    return makeError(0, fmt::format("tls_server_config.cert_file {}: {}", t.cert_file, opensslError()));
+    return badInput(fmt::format("tls_server_config.cert_file {}: {}", t.cert_file, opensslError()));
   if (SSL_CTX_use_PrivateKey_file(c, t.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
-    return makeError(0, fmt::format("tls_server_config.key_file {}: {}", t.key_file, opensslError()));
+    return badInput(fmt::format("tls_server_config.key_file {}: {}", t.key_file, opensslError()));
   if (SSL_CTX_check_private_key(c) != 1)
-    return makeError(0, fmt::format("tls_server_config.key_file {} is not the key of cert_file {}: {}", t.key_file,
-                                    t.cert_file, opensslError()));
+    return badInput(fmt::format("tls_server_config.key_file {} is not the key of cert_file {}: {}", t.key_file,
+                                t.cert_file, opensslError()));
   if (!t.cipher_suites.empty()) {
     auto list = cipherList(c, t.cipher_suites);
     if (!list) return list.error();
     if (SSL_CTX_set_cipher_list(c, list->c_str()) != 1)
-      return makeError(0, fmt::format("tls_server_config.cipher_suites: {}", opensslError()));
+      return badInput(fmt::format("tls_server_config.cipher_suites: {}", opensslError()));
   }
   if (!t.curve_preferences.empty()) {
     std::string groups;
@@ -143,11 +144,11 @@ Result<std::shared_ptr<SSL_CTX>> buildContext(const WebTlsConfig& t) {
       groups += fmt::format("{}{}", groups.empty() ? "" : ":", g);
     }
     if (SSL_CTX_set1_groups_list(c, groups.c_str()) != 1)
-      return makeError(0, fmt::format("tls_server_config.curve_preferences: {}", opensslError()));
+      return badInput(fmt::format("tls_server_config.curve_preferences: {}", opensslError()));
   }
   if (!t.client_ca_file.empty()) {
     if (SSL_CTX_load_verify_locations(c, t.client_ca_file.c_str(), nullptr) != 1)
-      return makeError(0, fmt::format("tls_server_config.client_ca_file {}: {}", t.client_ca_file, opensslError()));
+      return badInput(fmt::format("tls_server_config.client_ca_file {}: {}", t.client_ca_file, opensslError()));
     STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(t.client_ca_file.c_str());
     if (names != nullptr) SSL_CTX_set_client_CA_list(c, names);
   }
@@ -1013,7 +1014,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addr,
     port = 0;
   }
   if (port == 0) {
-    return makeError(
+    return sysError(
         errno == 0 ? EADDRNOTAVAIL : errno,
         fmt::format("cannot listen on {} (address in use, or not an address of this machine)", addr.text()));
   }

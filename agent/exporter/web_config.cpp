@@ -46,7 +46,7 @@ class Reader {
   Error fail(const YAML::Node& n, std::string_view key, std::string_view reason) const {
     auto m = n.Mark();
     std::string where = m.line >= 0 ? fmt::format(" line {}", m.line + 1) : "";
-    return makeError(0, fmt::format("web config {}{}: {}: {}", path_, where, key, reason)).as(ErrorKind::kBadInput);
+    return badInput(fmt::format("web config {}{}: {}: {}", path_, where, key, reason));
   }
 
   Result<std::string> string(const YAML::Node& n, std::string_view key) const {
@@ -283,7 +283,7 @@ Result<WebConfig> parseWebConfig(std::string_view text, const std::string& path)
     return parseYaml(r, root, path);
   } catch (const YAML::Exception& e) {
     std::string where = e.mark.line >= 0 ? fmt::format(" line {}", e.mark.line + 1) : "";
-    return makeError(0, fmt::format("web config {}{}: not YAML: {}", path, where, e.msg)).as(ErrorKind::kBadInput);
+    return badInput(fmt::format("web config {}{}: not YAML: {}", path, where, e.msg));
   }
 }
 
@@ -297,7 +297,7 @@ Result<WebConfig> loadWebConfig(const std::string& path) {
                                     std::pair{"client_ca_file", c->tls->client_ca_file}}) {
       if (file.empty()) continue;
       if (auto t = readFile(file); !t)
-        return t.error().wrap(fmt::format("web config {}: tls_server_config.{}", path, key)).as(ErrorKind::kBadInput);
+        return t.error().wrap(fmt::format("web config {}: tls_server_config.{}", path, key));
     }
   }
   return c;

@@ -32,7 +32,7 @@ Status EventFile::openPath() {
   if (::fstat(fd_.get(), &st) != 0) return errnoError(fmt::format("reading the size of {}", opts_.path));
   if (!S_ISREG(st.st_mode)) {
     fd_ = Fd();
-    return makeError(EINVAL, fmt::format("the events file {}: not a regular file", opts_.path));
+    return badInput(fmt::format("the events file {}: not a regular file", opts_.path));
   }
   stats_.bytes = static_cast<std::uint64_t>(st.st_size);
   return ok();
@@ -93,7 +93,7 @@ Status EventFile::append(std::string_view line) {
   if (n != static_cast<ssize_t>(line.size()) || err != 0) {
     // Never half a line: what was written of it is cut off again.
     if (n > 0) (void)!::ftruncate(fd_.get(), static_cast<off_t>(before));
-    return failed(makeError(err != 0 ? err : ENOSPC, fmt::format("writing to the events file {}", opts_.path)));
+    return failed(sysError(err != 0 ? err : ENOSPC, fmt::format("writing to the events file {}", opts_.path)));
   }
   stats_.bytes = before + line.size();
   ++stats_.lines;

@@ -260,7 +260,7 @@ Result<std::string> setAside(const std::string& path, std::string_view bytes) {
     return name;
   }
   return unexpected(
-      makeError(EEXIST, fmt::format("setting the torn tail of journal {} aside: too many .torn- files", path)));
+      sysError(EEXIST, fmt::format("setting the torn tail of journal {} aside: too many .torn- files", path)));
 }
 
 // Opens the journal for appending and takes its lock.
@@ -275,12 +275,13 @@ Result<int> openLocked(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return unexpected(makeError(EINVAL, fmt::format("opening journal {}: not a regular file", path)));
+    return unexpected(badInput(fmt::format("opening journal {}: not a regular file", path)));
   }
   // A file system without flock (some network ones) gets no lock rather than no journal.
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
     ::close(fd);
-    return unexpected(makeError(EBUSY, fmt::format("opening journal {}: another process writes it", path)));
+    return unexpected(
+        makeError(ErrorKind::kUnavailable, fmt::format("opening journal {}: another process writes it", path)));
   }
   return fd;
 }
@@ -331,9 +332,8 @@ std::string journalFileOf(const std::string& path) {
 
 Result<std::unique_ptr<JournalWriter>> JournalWriter::open(const JournalOptions& opts) {
   const std::string& path = opts.path;
-  if (path.empty()) return unexpected(makeError(EINVAL, "opening journal: no path"));
-  if (opts.max_bytes == 0)
-    return unexpected(makeError(EINVAL, fmt::format("opening journal {}: max_bytes is 0", path)));
+  if (path.empty()) return unexpected(badInput("opening journal: no path"));
+  if (opts.max_bytes == 0) return unexpected(badInput(fmt::format("opening journal {}: max_bytes is 0", path)));
   const std::string dir = parentDirectory(path);
   if (auto s = makeDirectories(dir); !s) return unexpected(s.error().wrap(fmt::format("opening journal {}", path)));
   auto fd = openLocked(path);
@@ -421,12 +421,11 @@ Result<std::uint64_t> JournalWriter::append(nlohmann::json record) {
     return unexpected(std::move(e));
   };
   if (!record.is_object())
-    return failed(
-        makeError(EINVAL, fmt::format("appending to journal {}: a record must be a JSON object", opts_.path)));
+    return failed(badData(fmt::format("appending to journal {}: a record must be a JSON object", opts_.path)));
   record["id"] = next_id_;
   const std::string frame = frameRecord(record);
   if (frame.size() > opts_.max_bytes)
-    return failed(makeError(
+    return failed(sysError(
         EFBIG, fmt::format("appending to journal {}: the record takes {} bytes, more than the journal's max_bytes {}",
                            opts_.path, frame.size(), opts_.max_bytes)));
   if (fd_ < 0) {

@@ -102,7 +102,7 @@ std::optional<double> parseUtcDate(std::string_view s) {
 
 Result<double> parseSinceTime(std::string_view text, double now_seconds) {
   std::string_view t = trim(text);
-  auto bad = [&](const char* why) { return makeError(0, fmt::format("\"{}\": {}", printableText(text), why)); };
+  auto bad = [&](const char* why) { return badInput(fmt::format("\"{}\": {}", printableText(text), why)); };
   if (t.empty()) return bad("empty: give a time or an age");
   // An age or a unix time says a time a date could say: between 0000-01-01 and 9999-12-31 (a
   // "1e308w" age is not -inf, nor a unix time of 1e20 a time to compare records with).

@@ -35,37 +35,34 @@ Result<RoleRule> parseRoleRule(std::string_view spec) {
   auto eq = spec.find('=');
   auto colon = eq == std::string_view::npos ? eq : spec.find(':', eq + 1);
   if (colon == std::string_view::npos)
-    return makeError(EINVAL, fmt::format("role rule \"{}\" is not ROLE=KIND:VALUE (e.g. prover=comm:cuzk)", spec));
+    return badInput(fmt::format("role rule \"{}\" is not ROLE=KIND:VALUE (e.g. prover=comm:cuzk)", spec));
   std::string_view role_s = spec.substr(0, eq);
   std::string_view kind_s = spec.substr(eq + 1, colon - eq - 1);
   std::string_view value = spec.substr(colon + 1);
   RoleRule r;
   auto role = roleFromString(role_s);
   if (!role || *role == Role::kSelf)
-    return makeError(
-        EINVAL, fmt::format("role rule \"{}\": role \"{}\" is not one of prover, colocated, system", spec, role_s));
+    return badInput(fmt::format("role rule \"{}\": role \"{}\" is not one of prover, colocated, system", spec, role_s));
   r.role = *role;
-  if (value.empty()) return makeError(EINVAL, fmt::format("role rule \"{}\": empty value", spec));
+  if (value.empty()) return badInput(fmt::format("role rule \"{}\": empty value", spec));
   r.pattern = std::string(value);
   if (kind_s == "comm") {
     r.kind = RoleRule::Kind::kComm;
     // The kernel keeps 15 bytes of comm: a longer name could never match.
     if (value.size() > 15)
-      return makeError(EINVAL,
-                       fmt::format("role rule \"{}\": comm \"{}\" is longer than the kernel's 15 bytes", spec, value));
+      return badInput(fmt::format("role rule \"{}\": comm \"{}\" is longer than the kernel's 15 bytes", spec, value));
   } else if (kind_s == "cmdline") {
     r.kind = RoleRule::Kind::kCmdline;
     try {
       r.regex = std::regex(r.pattern, std::regex::ECMAScript | std::regex::optimize);
     } catch (const std::regex_error& e) {
-      return makeError(EINVAL, fmt::format("role rule \"{}\": bad regex \"{}\": {}", spec, value, e.what()));
+      return badInput(fmt::format("role rule \"{}\": bad regex \"{}\": {}", spec, value, e.what()));
     }
   } else if (kind_s == "cgroup") {
     r.kind = RoleRule::Kind::kCgroup;
     r.pattern = normaliseCgroupPath(value);
   } else {
-    return makeError(EINVAL,
-                     fmt::format("role rule \"{}\": kind \"{}\" is not one of comm, cmdline, cgroup", spec, kind_s));
+    return badInput(fmt::format("role rule \"{}\": kind \"{}\" is not one of comm, cmdline, cgroup", spec, kind_s));
   }
   return r;
 }

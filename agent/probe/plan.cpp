@@ -35,7 +35,7 @@ Result<TouchMode> touchModeFromString(std::string_view s) {
   if (s == "populate") return TouchMode::kPopulate;
   if (s == "memset") return TouchMode::kMemset;
   if (s == "threads") return TouchMode::kThreads;
-  return makeError(0, fmt::format("\"{}\" is not a touch mode (populate, memset, threads)", s));
+  return badInput(fmt::format("\"{}\" is not a touch mode (populate, memset, threads)", s));
 }
 
 std::uint64_t defaultStopMargin(std::uint64_t tightest_limit) {

@@ -260,7 +260,7 @@ Result<ProbeResult> runProbe(const FsRoot& fs, const Collector& collector, const
   // probe's, not overhead that the prover would pay.
   child->send("W");
   if (auto w = child->reply(std::chrono::minutes(1)); !w || w->rfind("WARM", 0) != 0)
-    return makeError(EIO, "the probe child did not answer its warm-up");
+    return ioError("the probe child did not answer its warm-up");
   if (auto warm = detail::readProbeBounds(fs, h, target)) {
     *first = std::move(*warm);
     res.bound = *tightest(*first);

@@ -28,9 +28,9 @@ Result<std::map<std::string, std::size_t>> elfFunctionOffsets(const std::string&
   std::map<std::string, std::size_t> out;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return errnoError(fmt::format("opening {}", path));
-  if (elf_version(EV_CURRENT) == EV_NONE) return makeError(EINVAL, "libelf version mismatch");
+  if (elf_version(EV_CURRENT) == EV_NONE) return unsupported("libelf version mismatch");
   Elf* elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
-  if (elf == nullptr) return makeError(EINVAL, fmt::format("{} is not an ELF file", path));
+  if (elf == nullptr) return badInput(fmt::format("{} is not an ELF file", path));
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr sh;
     if (gelf_getshdr(scn, &sh) == nullptr || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)) continue;
@@ -80,9 +80,9 @@ void Sensors::Impl::attachConfiguredCuda() {
 }
 
 Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
-  if (!skel) return makeError(ENODEV, "BPF is not loaded");
+  if (!skel) return unsupported("BPF is not loaded");
   if (path.empty() || path.front() != '/')
-    return makeError(EINVAL, fmt::format("CUDA target \"{}\" is not an absolute path", path));
+    return badInput(fmt::format("CUDA target \"{}\" is not an absolute path", path));
   if (cuda_attached.count(path)) return ok();
   if (!canAccess(path.c_str(), R_OK)) return errnoError(fmt::format("CUDA target {}", path));
   auto symbols = elfFunctionOffsets(path);
@@ -110,7 +110,7 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
         if (l != nullptr) bpf_link__destroy(l);
         // Linux took uprobes back from CAP_PERFMON in 2025 ("perf: Revert to requiring
         // CAP_SYS_ADMIN for uprobes", 6.16 and the stable kernels since).
-        return makeError(
+        return sysError(
             err, fmt::format("attaching a uprobe to {} in {}{}", sym, path,
                              err == EACCES || err == EPERM
                                  ? " (uprobes need CAP_SYS_ADMIN; CAP_PERFMON sufficed on kernels before mid-2025)"
@@ -123,7 +123,7 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
     }
   }
   if (attached == 0)
-    return makeError(ENOENT, fmt::format("no CUDA {} API symbol found in {}", runtime ? "runtime" : "driver", path));
+    return notFound(fmt::format("no CUDA {} API symbol found in {}", runtime ? "runtime" : "driver", path));
   cuda_attached.insert(path);
   SensorStatus& st = status("cuda");
   std::string what = fmt::format("{} ({} functions)", path, attached);

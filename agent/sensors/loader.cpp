@@ -54,7 +54,7 @@ Status Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std::map
         Size{skel->maps.gpu_mem, cfg.max_processes}, Size{skel->maps.gpu_allocs, cfg.max_cuda_allocations},
         Size{skel->maps.tracked_cgroups, cfg.max_tracked_cgroups}}) {
     if (int err = bpf_map__set_max_entries(map, n); err != 0)
-      return makeError(-err, fmt::format("sizing map {} to {}", bpf_map__name(map), n));
+      return sysError(-err, fmt::format("sizing map {} to {}", bpf_map__name(map), n));
   }
   for (const SensorSpec& s : detail::sensorTable()) {
     bool on = enabled.count(s.sensor) != 0;
@@ -84,7 +84,7 @@ Status Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std::map
   }
   if (int err = headroom_bpf__load(skel.get()); err != 0) {
     skel.reset();
-    return makeError(-err, "loading the BPF programs");
+    return sysError(-err, "loading the BPF programs");
   }
   return ok();
 }
@@ -191,8 +191,8 @@ void Sensors::Impl::startBpf() {
 }
 
 Status Sensors::Impl::trackCgroupsNow(const std::vector<std::uint64_t>& ids) {
-  if (!skel) return makeError(ENODEV, "BPF is not loaded");
-  if (!cfg.tracked_cgroups) return makeError(EINVAL, "tracking every cgroup: no filter was configured at start");
+  if (!skel) return unsupported("BPF is not loaded");
+  if (!cfg.tracked_cgroups) return badInput("tracking every cgroup: no filter was configured at start");
   int fd = bpf_map__fd(skel->maps.tracked_cgroups);
   std::set<std::uint64_t> want(ids.begin(), ids.end());
   // Remove what is no longer wanted, then add the rest.

@@ -86,9 +86,9 @@ Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> 
   if (counters != nullptr) counters->clear();
   constexpr std::size_t kSize = sizeof(hr_task_record);
   if (bytes.size() % kSize != 0)
-    return makeError(EIO, fmt::format("task iterator output of {} bytes is not a whole number of {}-byte records",
-                                      bytes.size(), kSize));
-  if (ticks_per_second == 0 || page_bytes == 0) return makeError(EINVAL, "task records: zero tick rate or page size");
+    return badData(
+        fmt::format("task iterator output of {} bytes is not a whole number of {}-byte records", bytes.size(), kSize));
+  if (ticks_per_second == 0 || page_bytes == 0) return badData("task records: zero tick rate or page size");
   const std::uint64_t ns_per_tick = 1'000'000'000ULL / ticks_per_second;
   std::vector<KernelProcess> out;
   out.reserve(bytes.size() / kSize);

@@ -50,11 +50,11 @@ TaskIterator::~TaskIterator() = default;
 
 Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version, int activity_fd, int gpu_fd) {
   struct stat ns {};
-  if (::stat("/proc/self/ns/pid", &ns) != 0) return makeError(errno, "/proc/self/ns/pid");
+  if (::stat("/proc/self/ns/pid", &ns) != 0) return errnoError("/proc/self/ns/pid");
   if (ns.st_ino != kInitPidNsInode)
-    return makeError(EINVAL,
-                     "the agent runs in a pid namespace of its own: the kernel's pids are not this /proc's "
-                     "(run it with the host's pid namespace, e.g. hostPID)");
+    return badData(
+        "the agent runs in a pid namespace of its own: the kernel's pids are not this /proc's "
+        "(run it with the host's pid namespace, e.g. hostPID)");
   routeLibbpfLogToSpdlog();
   auto impl = std::make_unique<Impl>();
   detail::LibbpfLogCapture capture;
@@ -64,25 +64,25 @@ Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version, int
   opts.sz = sizeof(opts);
   opts.btf_custom_path = ::access(kVmlinuxBtf, R_OK) == 0 ? kVmlinuxBtf : nullptr;
   impl->skel.reset(headroom_tasks_bpf__open_opts(&opts));
-  if (!impl->skel) return makeError(errno, "opening the task iterator's BPF object");
+  if (!impl->skel) return errnoError("opening the task iterator's BPF object");
   impl->skel->rodata->cfg_memory_v1 = memory_version == 1;
   impl->skel->rodata->cfg_nr_cpus = static_cast<__u32>(std::max(1, libbpf_num_possible_cpus()));
   for (auto [map, fd, what] : {std::tuple{impl->skel->maps.proc_activity, activity_fd, "proc_activity"},
                                std::tuple{impl->skel->maps.gpu_mem, gpu_fd, "gpu_mem"}}) {
     if (fd < 0) continue;
     if (int err = bpf_map__reuse_fd(map, fd); err != 0)
-      return makeError(-err, fmt::format("sharing the sensors' {} map with the task iterator", what));
+      return sysError(-err, fmt::format("sharing the sensors' {} map with the task iterator", what));
   }
   if (int err = headroom_tasks_bpf__load(impl->skel.get()); err != 0) {
     const std::string& log = capture.text();
     // Refused before the verifier ran (no verifier log): this process may not load BPF at all.
     if ((err == -EPERM || err == -EACCES) && log.find("PROG LOAD LOG") == std::string::npos)
-      return makeError(
+      return sysError(
           -err, fmt::format("BPF not permitted ({}): needs CAP_BPF and CAP_PERFMON, or root", std::strerror(-err)));
-    return makeError(-err, fmt::format("loading the task iterator (iter/task){}", log.empty() ? "" : ": " + log));
+    return sysError(-err, fmt::format("loading the task iterator (iter/task){}", log.empty() ? "" : ": " + log));
   }
   impl->link.reset(bpf_program__attach_iter(impl->skel->progs.dump_tasks, nullptr));
-  if (!impl->link) return makeError(errno, "attaching the task iterator");
+  if (!impl->link) return errnoError("attaching the task iterator");
   auto it = std::unique_ptr<TaskIterator>(new TaskIterator(std::move(impl)));
   // One read now: a kernel that loads the program but cannot run it fails here, not later.
   if (auto first = it->read(); !first) return first.error();
@@ -92,14 +92,14 @@ Result<std::unique_ptr<TaskIterator>> TaskIterator::open(int memory_version, int
 Result<std::vector<KernelProcess>> TaskIterator::read() {
   Impl& m = *impl_;
   Fd fd(bpf_iter_create(bpf_link__fd(m.link.get())));
-  if (!fd.valid()) return makeError(errno, "creating a task iterator");
+  if (!fd.valid()) return errnoError("creating a task iterator");
   m.counters_fresh = false;
   std::size_t used = 0;
   for (;;) {
     if (m.buffer.size() - used < 4096) m.buffer.resize(m.buffer.size() * 2);
     ssize_t n = ::read(fd.get(), m.buffer.data() + used, m.buffer.size() - used);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return makeError(errno, "reading the task iterator");
+    if (n < 0) return errnoError("reading the task iterator");
     if (n == 0) break;
     used += static_cast<std::size_t>(n);
   }

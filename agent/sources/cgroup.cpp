@@ -105,7 +105,7 @@ Result<CgroupMounts> parseMountinfo(std::string_view text) {
     // separator after the six fixed fields, and three fields after it.
     auto dash = fields.size() < 6 ? fields.end() : std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
     if (dash == fields.end() || fields.end() - dash < 4)
-      return makeError(0, fmt::format("mountinfo line {} is malformed: \"{}\"", lineno, line.substr(0, 120)));
+      return badData(fmt::format("mountinfo line {} is malformed: \"{}\"", lineno, line.substr(0, 120)));
     std::string_view fstype = *(dash + 1);
     std::string_view super_opts = *(dash + 3);
     CgroupMount m{unescapeMountField(fields[4]), unescapeMountField(fields[3])};
@@ -151,12 +151,12 @@ Result<ProcCgroups> parseProcCgroup(std::string_view text) {
     auto c1 = line.find(':');
     auto c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
     if (c2 == std::string_view::npos)
-      return makeError(0, fmt::format("cgroup line {} is malformed: \"{}\"", lineno, line.substr(0, 120)));
+      return badData(fmt::format("cgroup line {} is malformed: \"{}\"", lineno, line.substr(0, 120)));
     std::string_view id = line.substr(0, c1);
     std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
     std::string_view path = line.substr(c2 + 1);
     if (path.empty() || path.front() != '/')
-      return makeError(0, fmt::format("cgroup line {} has no absolute path: \"{}\"", lineno, line.substr(0, 120)));
+      return badData(fmt::format("cgroup line {} has no absolute path: \"{}\"", lineno, line.substr(0, 120)));
     if (id == "0" && controllers.empty()) {
       out.v2 = normaliseCgroupPath(path);
     } else if (hasOption(controllers, "memory")) {
@@ -259,7 +259,7 @@ Status applyCgroupFile(CgroupMemory& cg, std::string_view file, std::string_view
   if (file == "memory.kmem.usage_in_bytes") return setU64(cg.kmem_usage, text);
   if (file == "memory.stat") {
     auto st = setStat(cg, cg.stat, file, text);
-    if (cg.stat.empty()) return makeError(0, "no \"key value\" line");
+    if (cg.stat.empty()) return badData("no \"key value\" line");
     if (cg.version == 1) cg.hierarchical_limit = cg.stat.get("hierarchical_memory_limit");
     return st;
   }
@@ -282,7 +282,7 @@ Status applyCgroupFile(CgroupMemory& cg, std::string_view file, std::string_view
     cg.pressure = *p;
     return ok();
   }
-  return makeError(EINVAL, fmt::format("unknown cgroup file {}", file));
+  return badInput(fmt::format("unknown cgroup file {}", file));
 }
 
 }  // namespace detail
@@ -326,7 +326,7 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
 
 Result<CgroupMemory> readCgroupMemory(const CgroupFileReader& read, std::string_view dir_path, int version,
                                       const std::string& path) {
-  if (version != 1 && version != 2) return makeError(EINVAL, fmt::format("cgroup version {} is not 1 or 2", version));
+  if (version != 1 && version != 2) return badInput(fmt::format("cgroup version {} is not 1 or 2", version));
   CgroupMemory cg;
   cg.version = version;
   cg.path = path;
@@ -380,9 +380,10 @@ std::string CgroupHierarchy::directoryOf(std::string_view path) const {
 Result<Dir> CgroupHierarchy::open(std::string_view path) const {
   std::string p = normaliseCgroupPath(path);
   if (joinCgroupPath("/", p).path != p) {  // "." or ".." in it
-    return makeError(EINVAL, fmt::format("cgroup path {} climbs with \"..\" or holds \".\": paths in the hierarchy "
-                                         "mounted at {} have neither",
-                                         p, fs_->display(mount_.mount_point)));
+    return badInput(
+        fmt::format("cgroup path {} climbs with \"..\" or holds \".\": paths in the hierarchy "
+                    "mounted at {} have neither",
+                    p, fs_->display(mount_.mount_point)));
   }
   return fs_->openDir(directoryOf(p));
 }
@@ -399,7 +400,7 @@ Result<std::string> callersMemoryCgroup(const FsRoot& fs, const CgroupHierarchy&
   auto cg = parseProcCgroup(*text);
   if (!cg) return cg.error();
   auto p = cg->memoryPath(h.version());
-  if (!p) return makeError(ENOENT, fmt::format("this process is in no v{} memory cgroup", h.version()));
+  if (!p) return notFound(fmt::format("this process is in no v{} memory cgroup", h.version()));
   return h.toMountRelative(*p).wrap("this process's own memory cgroup");
 }
 

@@ -29,13 +29,13 @@ Result<std::string> CgroupFileCache::readHeld(Entry& e, const char* name, bool& 
       } else {
         gone = true;
       }
-      return makeError(err, fmt::format("opening {}/{}", e.dir.path(), name));
+      return sysError(err, fmt::format("opening {}/{}", e.dir.path(), name));
     }
     if (held_fds_ >= max_fds_) return readAll(fd.get(), fmt::format("{}/{}", e.dir.path(), name));
     f = e.files.emplace(name, std::move(fd)).first;
     ++held_fds_;
   }
-  if (!f->second.valid()) return makeError(ENOENT, fmt::format("opening {}/{}", e.dir.path(), name));
+  if (!f->second.valid()) return notFound(fmt::format("opening {}/{}", e.dir.path(), name));
   auto text = rereadAll(f->second.get(), e.dir.path(), name);
   if (!text) gone = true;  // ENODEV: the cgroup was removed since the file was opened
   return text;

@@ -152,28 +152,32 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
   CgroupNsMap from_mountinfo = nsMapFromMountRoot(mount.root);
   // Without the means to check, mountinfo's word stands, unless its root climbs: then a namespace
   // is certain and mountinfo cannot say where it lies.
-  auto unchecked = [&](int code, const std::string& why) -> Result<CgroupNsLocation> {
+  auto unchecked = [&](ErrorKind kind, const std::string& why) -> Result<CgroupNsLocation> {
     if (climbs(cgroupPathComponents(mount.root))) {
-      return makeError(code, fmt::format("{}, and mountinfo's root field \"{}\" says the mount shows more than this "
+      return makeError(kind, fmt::format("{}, and mountinfo's root field \"{}\" says the mount shows more than this "
                                          "process's cgroup namespace",
                                          why, mount.root));
     }
     return CgroupNsLocation{from_mountinfo, CgroupNsSource::kUnchecked, 0, why};
   };
   if (self_pid <= 0)
-    return unchecked(ESRCH, fmt::format("this process's pid is unknown ({})", fs.display("/proc/self")));
+    return unchecked(ErrorKind::kNotFound, fmt::format("this process's pid is unknown ({})", fs.display("/proc/self")));
   auto text = fs.readFile("/proc/self/cgroup");
-  if (!text) return unchecked(text.error().code, text.error().describe());
+  if (!text) return unchecked(text.error().kind, text.error().describe());
   auto cg = parseProcCgroup(*text);
-  if (!cg) return unchecked(0, cg.error().wrap(fmt::format("parsing {}", fs.display("/proc/self/cgroup"))).describe());
+  if (!cg)
+    return unchecked(ErrorKind::kBadData,
+                     cg.error().wrap(fmt::format("parsing {}", fs.display("/proc/self/cgroup"))).describe());
   auto own = cg->memoryPath(version);
   if (!own)
-    return unchecked(ENOENT, fmt::format("{} names no v{} memory cgroup", fs.display("/proc/self/cgroup"), version));
+    return unchecked(ErrorKind::kNotFound,
+                     fmt::format("{} names no v{} memory cgroup", fs.display("/proc/self/cgroup"), version));
   auto own_parts = cgroupPathComponents(*own);
   if (climbs(own_parts))
-    return makeError(0, fmt::format("this process's own cgroup {} lies outside its cgroup namespace (moved after "
-                                    "the namespace was made): nothing anchors the namespace's root",
-                                    *own));
+    return notFound(
+        fmt::format("this process's own cgroup {} lies outside its cgroup namespace (moved after "
+                    "the namespace was made): nothing anchors the namespace's root",
+                    *own));
 
   // The mapping mountinfo gives, checked: a plain host stops here.
   if (auto d = mapNsPath(from_mountinfo, *own)) {
@@ -182,7 +186,7 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
       if (procs && cgroupProcsLists(*procs, self_pid))
         return CgroupNsLocation{from_mountinfo, CgroupNsSource::kMountinfo, 0, {}};
       // Every real cgroup directory has one: this is a capture of the memory files only.
-      if (!procs && procs.error().code == ENOENT) return unchecked(ENOENT, procs.error().describe());
+      if (!procs && procs.error().code == ENOENT) return unchecked(ErrorKind::kNotFound, procs.error().describe());
     }
   }
 
@@ -198,15 +202,16 @@ Result<CgroupNsLocation> locateCgroupNamespace(const FsRoot& fs, int version, co
   if (only_ups) found = walker.walk(*root, root_parts.size() + own_parts.size());
   if (!found && !walker.exhausted()) found = walker.walk(*root, std::nullopt);
   if (!found) {
-    return makeError(0, fmt::format("no cgroup.procs in the v{} hierarchy at {} lists this process (pid {}, in "
-                                    "cgroup {} of its namespace) after walking {} directories{}",
-                                    version, fs.display(mount.mount_point), self_pid, *own, walker.walked(),
-                                    walker.exhausted() ? " (the limit)" : ""));
+    return notFound(
+        fmt::format("no cgroup.procs in the v{} hierarchy at {} lists this process (pid {}, in "
+                    "cgroup {} of its namespace) after walking {} directories{}",
+                    version, fs.display(mount.mount_point), self_pid, *own, walker.walked(),
+                    walker.exhausted() ? " (the limit)" : ""));
   }
   auto map = nsMapFromAnchor(*own, *found);
   if (!map)
-    return makeError(
-        0, fmt::format("pid {} is listed in {}, which cannot be cgroup {} of its namespace", self_pid, *found, *own));
+    return notFound(
+        fmt::format("pid {} is listed in {}, which cannot be cgroup {} of its namespace", self_pid, *found, *own));
   return CgroupNsLocation{std::move(*map), CgroupNsSource::kSearch, walker.walked(), {}};
 }
 
@@ -306,8 +311,8 @@ bool CgroupHierarchy::retryLocate(std::chrono::steady_clock::duration min_interv
 Result<std::string> CgroupHierarchy::toMountRelative(std::string_view proc_path) const {
   auto p = mapNsPath(nsMap(), proc_path);
   if (!p) {
-    return makeError(ENOENT, fmt::format("cgroup {} lies outside what the v{} hierarchy mounted at {} shows; {}",
-                                         proc_path, version_, fs_->display(mount_.mount_point), nsDescription()));
+    return notFound(fmt::format("cgroup {} lies outside what the v{} hierarchy mounted at {} shows; {}", proc_path,
+                                version_, fs_->display(mount_.mount_point), nsDescription()));
   }
   return std::move(*p);
 }

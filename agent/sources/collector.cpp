@@ -26,9 +26,9 @@ Result<Collector> Collector::create(const FsRoot& fs) {
   if (!mounts) return mounts.error();
   const CgroupMount* mm = mounts->memoryMount();
   if (mm == nullptr) {
-    return makeError(
-        ENOENT, fmt::format("no memory cgroup controller found in {} (mode {}{})", fs.display("/proc/self/mountinfo"),
-                            toString(mounts->mode()), mounts->v2 ? ", and the v2 root does not list memory" : ""));
+    return notFound(fmt::format("no memory cgroup controller found in {} (mode {}{})",
+                                fs.display("/proc/self/mountinfo"), toString(mounts->mode()),
+                                mounts->v2 ? ", and the v2 root does not list memory" : ""));
   }
   CgroupHierarchy h = CgroupHierarchy::create(fs, mounts->memoryVersion(), *mm);
   return Collector(fs, std::move(*mounts), std::move(h));
@@ -80,7 +80,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
       continue;
     }
     if (!dir) {
-      return makeError(dir.error().code,
+      return makeError(dir.error().kind,
                        fmt::format("cgroup {} not found in the v{} memory hierarchy at {}: {}", scope, version,
                                    fs_->display(hierarchy_.mount().mount_point), dir.error().describe()));
     }
@@ -89,19 +89,18 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   if (opts.pid) {
     ProcessRead focus = readProcess(*fs_, *opts.pid, false);
     if (focus.outcome == ReadOutcome::kKernelThread)
-      return makeError(EINVAL, fmt::format("pid {} is a kernel thread: it has no user memory", *opts.pid));
+      return badInput(fmt::format("pid {} is a kernel thread: it has no user memory", *opts.pid));
     if (focus.outcome != ReadOutcome::kOk)
-      return makeError(focus.error.code == 0 ? ESRCH : focus.error.code,
+      return makeError(focus.outcome == ReadOutcome::kVanished ? ErrorKind::kNotFound : focus.error.kind,
                        fmt::format("pid {}: {}", *opts.pid, focus.error.describe()));
     auto own = focus.sample.cgroups.memoryPath(version);
-    if (!own) return makeError(ENOENT, fmt::format("pid {} is in no v{} memory cgroup", *opts.pid, version));
+    if (!own) return notFound(fmt::format("pid {} is in no v{} memory cgroup", *opts.pid, version));
     auto p = mapNsPath(ns, *own);
-    if (!p) return makeError(ENOENT, fmt::format("pid {} is in cgroup {}, {}", *opts.pid, *own, outsideMount()));
+    if (!p) return notFound(fmt::format("pid {} is in cgroup {}, {}", *opts.pid, *own, outsideMount()));
     // --pid and --cgroup together: the pid's cgroup must lie inside a given one.
     if (!scopes.empty() &&
         std::none_of(scopes.begin(), scopes.end(), [&](const std::string& s) { return cgroupIsWithin(*p, s); }))
-      return makeError(EINVAL,
-                       fmt::format("pid {} is in cgroup {}, outside --cgroup {}", *opts.pid, *p, scopes.front()));
+      return badInput(fmt::format("pid {} is in cgroup {}, outside --cgroup {}", *opts.pid, *p, scopes.front()));
     scopes = {*p};
   }
 

@@ -43,7 +43,7 @@ Result<std::string> readWhole(int fd, const Path& path, bool from_start) {
     out.append(buf, static_cast<std::size_t>(n));
     at += n;
     if (out.size() > kMaxFileBytes)
-      return makeError(EFBIG, fmt::format("reading {}: larger than {} bytes", path(), kMaxFileBytes));
+      return sysError(EFBIG, fmt::format("reading {}: larger than {} bytes", path(), kMaxFileBytes));
     // A file the kernel writes anew for each read (seq_file: a cgroup's files) hands all of
     // itself that fits to the first read: less than asked, ending a line, is the whole of it,
     // with no second read to see 0.
@@ -110,7 +110,7 @@ Result<std::vector<std::string>> Dir::list(bool dirs_only) const {
   }
   int err = errno;
   ::closedir(d);
-  if (err != 0) return makeError(err, fmt::format("listing {}", path_));
+  if (err != 0) return sysError(err, fmt::format("listing {}", path_));
   return names;
 }
 
@@ -121,12 +121,12 @@ Status Dir::writeFile(std::string_view name, std::string_view content) const {
   ssize_t w = ::write(fd.get(), content.data(), content.size());
   if (w < 0) return errnoError(fmt::format("writing \"{}\" to {}/{}", content.substr(0, 64), path_, name));
   if (static_cast<std::size_t>(w) != content.size())
-    return makeError(EIO, fmt::format("short write to {}/{}", path_, name));
+    return sysError(EIO, fmt::format("short write to {}/{}", path_, name));
   return ok();
 }
 
 Result<FsRoot> FsRoot::open(const std::string& root) {
-  if (root.empty()) return makeError(EINVAL, "filesystem root is empty");
+  if (root.empty()) return badInput("filesystem root is empty");
   Fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) return errnoError(fmt::format("opening filesystem root {}", root));
   std::string r = root;

@@ -179,7 +179,7 @@ OomCounterLine parseCounterLine(std::string_view rest) {
 
 Result<KmsgRecord> parseKmsgRecord(std::string_view raw) {
   auto semi = raw.find(';');
-  if (semi == std::string_view::npos) return makeError(0, "kmsg record without ';'");
+  if (semi == std::string_view::npos) return badData("kmsg record without ';'");
   std::string_view prefix = raw.substr(0, semi);
   std::string_view msg = raw.substr(semi + 1);
   auto nl = msg.find('\n');
@@ -191,14 +191,14 @@ Result<KmsgRecord> parseKmsgRecord(std::string_view raw) {
     if (c == std::string_view::npos) break;
     prefix.remove_prefix(c + 1);
   }
-  if (f.size() < 3) return makeError(0, fmt::format("kmsg record prefix has {} fields, need 3", f.size()));
+  if (f.size() < 3) return badData(fmt::format("kmsg record prefix has {} fields, need 3", f.size()));
   auto pri = parseU64(f[0]);
   auto seq = parseU64(f[1]);
   auto ts = parseU64(f[2]);
-  if (!pri || !seq || !ts) return makeError(0, "kmsg record prefix is not numeric");
+  if (!pri || !seq || !ts) return badData("kmsg record prefix is not numeric");
   // The kernel keeps a record's facility in one byte (printk_info.facility) beside its 3-bit
   // level: a larger number is no record's prefix (and would not fit `facility`).
-  if (*pri > kMaxPriority) return makeError(0, fmt::format("kmsg record priority {} out of range", *pri));
+  if (*pri > kMaxPriority) return badData(fmt::format("kmsg record priority {} out of range", *pri));
   KmsgRecord r;
   r.priority = static_cast<int>(*pri & 7);
   r.facility = static_cast<int>(*pri >> 3);
@@ -220,7 +220,7 @@ void KmsgOomParser::feedLine(std::string_view line) {
       // driver's message in between has more words, and is not the block's).
       auto f = splitFields(line);
       if (f.empty() || f.size() > 2) return;
-      auto v = f.size() == 2 ? parseU64(f[1]) : Result<std::uint64_t>(makeError(0, "no value"));
+      auto v = f.size() == 2 ? parseU64(f[1]) : Result<std::uint64_t>(badData("no value"));
       if (v)
         r.memcg->stats.set(f[0], *v);
       else

@@ -154,7 +154,7 @@ Result<PsiLine> parsePsiFields(const std::vector<std::string_view>& fields) {
   for (std::size_t i = 1; i < fields.size(); ++i) {
     auto eq = fields[i].find('=');
     if (eq == std::string_view::npos)
-      return makeError(0, fmt::format("PSI field without '=': {}", quotedExcerpt(fields[i])));
+      return badData(fmt::format("PSI field without '=': {}", quotedExcerpt(fields[i])));
     std::string_view k = fields[i].substr(0, eq);
     std::string_view v = fields[i].substr(eq + 1);
     if (k == "total") {
@@ -173,7 +173,7 @@ Result<PsiLine> parsePsiFields(const std::vector<std::string_view>& fields) {
     else if (k == "avg300")
       line.avg300 = *d;
   }
-  if (!seen_total) return makeError(0, "PSI line without total=");
+  if (!seen_total) return badData("PSI line without total=");
   return line;
 }
 }  // namespace
@@ -192,10 +192,10 @@ Result<Psi> parsePsi(std::string_view text) {
     } else if (fields[0] == "full") {
       psi.full = *line;
     } else {
-      return makeError(0, fmt::format("unknown PSI line kind {}", quotedExcerpt(fields[0])));
+      return badData(fmt::format("unknown PSI line kind {}", quotedExcerpt(fields[0])));
     }
   }
-  if (!seen_some) return makeError(0, "PSI without a \"some\" line");
+  if (!seen_some) return badData("PSI without a \"some\" line");
   return psi;
 }
 

@@ -7,7 +7,7 @@
 namespace headroom {
 namespace {
 
-bool isGone(const Error& e) { return e.code == ENOENT || e.code == ESRCH; }
+bool isGone(const Error& e) { return e.kind == ErrorKind::kNotFound; }
 
 ProcessRead failed(const Error& e) {
   ProcessRead out;
@@ -28,7 +28,7 @@ Result<std::string> readNonEmpty(const Dir& dir, std::string_view name, ProcFile
   ++reads.files;
   auto text = dir.readFile(name);
   if (!text) return text.error();
-  if (text->empty()) return makeError(ESRCH, fmt::format("{}/{} is empty", dir.path(), name));
+  if (text->empty()) return notFound(fmt::format("{}/{} is empty", dir.path(), name));
   return text;
 }
 
@@ -45,7 +45,7 @@ std::optional<Error> readSmaps(const Dir& dir, CachedProcess& e, std::uint64_t r
     e.smaps.reset();
     return std::nullopt;
   }
-  if (text->empty()) return makeError(ESRCH, fmt::format("{}/smaps_rollup is empty", dir.path()));
+  if (text->empty()) return notFound(fmt::format("{}/smaps_rollup is empty", dir.path()));
   auto sm = parseSmapsRollup(*text);
   if (!sm) return sm.error().wrap(fmt::format("parsing {}/smaps_rollup", dir.path()));
   e.smaps = *sm;
@@ -241,7 +241,7 @@ ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, Proc
     auto st = parseProcStat(*stat_text);
     if (!st) return failed(st.error().wrap(fmt::format("parsing {}/stat", dir->path())));
     if (st->start_time_ticks != k.start_time_ticks)
-      return failed(makeError(ESRCH, fmt::format("pid {} was reused while it was read", k.pid)));
+      return failed(notFound(fmt::format("pid {} was reused while it was read", k.pid)));
   }
 
   ProcessRead out;

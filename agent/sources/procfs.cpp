@@ -18,8 +18,7 @@ std::uint64_t bytesOr0(const StatMap& m, std::string_view key) { return m.getOr(
 
 Result<ProcStatus> parseProcStatus(std::string_view text) {
   StatMap m = parseColonKbLines(text);
-  if (!m.contains("Pid") || !m.contains("Tgid"))
-    return makeError(0, "no Pid:/Tgid: line (truncated or not a status file)");
+  if (!m.contains("Pid") || !m.contains("Tgid")) return badData("no Pid:/Tgid: line (truncated or not a status file)");
   ProcStatus s;
   s.tgid = static_cast<pid_t>(m.getOr("Tgid"));
   s.ppid = static_cast<pid_t>(m.getOr("PPid"));
@@ -49,7 +48,7 @@ Result<ProcStatus> parseProcStatus(std::string_view text) {
 
 Result<SmapsRollup> parseSmapsRollup(std::string_view text) {
   StatMap m = parseColonKbLines(text);
-  if (!m.contains("Rss") || !m.contains("Pss")) return makeError(0, "no Rss:/Pss: line (truncated?)");
+  if (!m.contains("Rss") || !m.contains("Pss")) return badData("no Rss:/Pss: line (truncated?)");
   SmapsRollup r;
   r.rss = m.getOr("Rss");
   r.pss = m.getOr("Pss");
@@ -65,10 +64,10 @@ Result<SmapsRollup> parseSmapsRollup(std::string_view text) {
 
 Result<std::uint64_t> parseStatmResidentBytes(std::string_view text, std::uint64_t page_bytes) {
   const auto fields = splitFields(text);
-  if (fields.size() < 2) return makeError(0, fmt::format("statm: {} field(s), not 7", fields.size()));
+  if (fields.size() < 2) return badData(fmt::format("statm: {} field(s), not 7", fields.size()));
   auto pages = parseU64(fields[1]);
   if (!pages) return pages.error().wrap("statm resident");
-  if (page_bytes != 0 && *pages > UINT64_MAX / page_bytes) return makeError(ERANGE, "statm resident: out of range");
+  if (page_bytes != 0 && *pages > UINT64_MAX / page_bytes) return badData("statm resident: out of range");
   return *pages * page_bytes;
 }
 
@@ -77,7 +76,7 @@ Result<ProcStat> parseProcStat(std::string_view text) {
   auto open = text.find('(');
   auto close = text.rfind(')');
   if (open == std::string_view::npos || close == std::string_view::npos || close < open)
-    return makeError(0, "no (comm) field (truncated?)");
+    return badData("no (comm) field (truncated?)");
   ProcStat st;
   auto pid = parseI64(text.substr(0, open));
   if (!pid) return pid.error().wrap("pid field");
@@ -86,7 +85,7 @@ Result<ProcStat> parseProcStat(std::string_view text) {
   auto f = splitFields(text.substr(close + 1));
   // Fields after comm, 0-based here: 0 state, 1 ppid, 7 minflt, 9 majflt, 11 utime, 12 stime,
   // 19 starttime (field 22 of proc(5)), 20 vsize, 21 rss.
-  if (f.size() < 22) return makeError(0, fmt::format("only {} fields after comm, need 22 (truncated?)", f.size()));
+  if (f.size() < 22) return badData(fmt::format("only {} fields after comm, need 22 (truncated?)", f.size()));
   st.state = f[0].empty() ? '?' : f[0][0];
   auto num = [&](std::size_t i, const char* what) -> Result<std::uint64_t> {
     auto v = parseU64(f[i]);
@@ -131,7 +130,7 @@ Result<Meminfo> parseMeminfo(std::string_view text) {
   Meminfo mi;
   mi.all = parseColonKbLines(text);
   const StatMap& m = mi.all;
-  if (!m.contains("MemTotal")) return makeError(0, "no MemTotal: line (truncated or not a meminfo file)");
+  if (!m.contains("MemTotal")) return badData("no MemTotal: line (truncated or not a meminfo file)");
   mi.mem_total = m.getOr("MemTotal");
   mi.mem_free = m.getOr("MemFree");
   mi.buffers = m.getOr("Buffers");
@@ -166,7 +165,7 @@ Result<Meminfo> parseMeminfo(std::string_view text) {
 ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
                         const std::function<bool(const ProcCgroups&)>& want) {
   ProcessRead out;
-  auto isGone = [](const Error& e) { return e.code == ENOENT || e.code == ESRCH; };
+  auto isGone = [](const Error& e) { return e.kind == ErrorKind::kNotFound; };
   auto fail = [&](const Error& e) {
     out.outcome = isGone(e) ? ReadOutcome::kVanished : ReadOutcome::kFailed;
     out.error = e;
@@ -180,7 +179,7 @@ ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
   if (!cg_text) return fail(cg_text.error());
   auto cg = parseProcCgroup(*cg_text);
   if (!cg) {
-    if (cg_text->empty()) return fail(makeError(ESRCH, fmt::format("{}/cgroup is empty", dir->path())));
+    if (cg_text->empty()) return fail(notFound(fmt::format("{}/cgroup is empty", dir->path())));
     return fail(cg.error().wrap(fmt::format("parsing {}/cgroup", dir->path())));
   }
   if (want && !want(*cg)) {
@@ -194,14 +193,14 @@ ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
   if (!st) {
     // A truncated read of a process that is exiting looks the same as garbage; only an empty
     // file is treated as vanished.
-    if (stat_text->empty()) return fail(makeError(ESRCH, fmt::format("{}/stat is empty", dir->path())));
+    if (stat_text->empty()) return fail(notFound(fmt::format("{}/stat is empty", dir->path())));
     return fail(st.error().wrap(fmt::format("parsing {}/stat", dir->path())));
   }
   auto status_text = dir->readFile("status");
   if (!status_text) return fail(status_text.error());
   auto status = parseProcStatus(*status_text);
   if (!status) {
-    if (status_text->empty()) return fail(makeError(ESRCH, fmt::format("{}/status is empty", dir->path())));
+    if (status_text->empty()) return fail(notFound(fmt::format("{}/status is empty", dir->path())));
     return fail(status.error().wrap(fmt::format("parsing {}/status", dir->path())));
   }
   if (status->kernel_thread) {
@@ -235,7 +234,7 @@ ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
         s.smaps = *sm;
         s.smaps_read_ns = monotonicNs();
       } else if (smaps_text->empty())
-        return fail(makeError(ESRCH, fmt::format("{}/smaps_rollup is empty", dir->path())));
+        return fail(notFound(fmt::format("{}/smaps_rollup is empty", dir->path())));
       else
         return fail(sm.error().wrap(fmt::format("parsing {}/smaps_rollup", dir->path())));
     } else if (isGone(smaps_text.error()) && !dir->exists("stat")) {

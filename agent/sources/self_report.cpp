@@ -27,7 +27,7 @@ std::string_view trim(std::string_view s) {
 
 Result<std::uint64_t> fromDouble(double v, std::string_view what) {
   if (!std::isfinite(v) || v < 0 || v >= 1.8e19)
-    return unexpected(makeError(0, fmt::format("{}: {} is not a byte count", what, v)));
+    return unexpected(badData(fmt::format("{}: {} is not a byte count", what, v)));
   return static_cast<std::uint64_t>(v);
 }
 
@@ -38,7 +38,7 @@ Result<std::uint64_t> fromJson(const nlohmann::json& v, std::string_view what) {
     auto s = parseSize(v.get<std::string>());
     if (s) return *s;
   }
-  return unexpected(makeError(0, fmt::format("{}: {} is not a byte count", what, jsonExcerpt(v))));
+  return unexpected(badData(fmt::format("{}: {} is not a byte count", what, jsonExcerpt(v))));
 }
 
 // `name{a="x",b="y"}` -> name and labels. Label values may hold escaped quotes.
@@ -82,7 +82,7 @@ Result<std::string> readSelfReportFile(const std::string& path) {
   if (::fstat(fd, &st) != 0) {
     status = unexpected(errnoError(fmt::format("reading {}", path)));
   } else if (!S_ISREG(st.st_mode)) {
-    status = unexpected(makeError(0, fmt::format("{}: not a regular file", path)));
+    status = unexpected(badInput(fmt::format("{}: not a regular file", path)));
   } else {
     constexpr std::size_t kMax = 1U << 20;
     char buf[4096];
@@ -96,7 +96,7 @@ Result<std::string> readSelfReportFile(const std::string& path) {
       if (n == 0) break;
       out.append(buf, static_cast<std::size_t>(n));
       if (out.size() > kMax) {
-        status = unexpected(makeError(0, fmt::format("{}: larger than 1 MiB, not a self-report", path)));
+        status = unexpected(badData(fmt::format("{}: larger than 1 MiB, not a self-report", path)));
         break;
       }
     }
@@ -113,7 +113,7 @@ std::string SelfReportSource::text() const {
 
 Result<SelfReportSource> parseSelfReportSource(std::string_view spec) {
   auto bad = [&](std::string_view why) {
-    return unexpected(makeError(0, fmt::format("self-report source \"{}\": {}", spec, why)));
+    return unexpected(badInput(fmt::format("self-report source \"{}\": {}", spec, why)));
   };
   SelfReportSource src;
   std::string_view rest = spec;
@@ -150,27 +150,27 @@ Result<std::uint64_t> extractSelfReport(const SelfReportSource& src, std::string
   std::string where = src.text();
   if (src.field.empty()) {
     std::string_view t = trim(body);
-    if (t.empty()) return unexpected(makeError(0, fmt::format("{}: empty", where)));
+    if (t.empty()) return unexpected(badData(fmt::format("{}: empty", where)));
     if (t.front() == '{') {
       auto j = nlohmann::json::parse(t, nullptr, false);
       if (j.is_discarded() || !j.is_object() || !j.contains("used_bytes"))
-        return unexpected(makeError(0, fmt::format("{}: a JSON object without used_bytes", where)));
+        return unexpected(badData(fmt::format("{}: a JSON object without used_bytes", where)));
       return fromJson(j["used_bytes"], where + " used_bytes");
     }
     auto s = parseSize(t);
-    if (!s) return unexpected(makeError(0, fmt::format("{}: \"{}\" is not a size", where, t.substr(0, 64))));
+    if (!s) return unexpected(badData(fmt::format("{}: \"{}\" is not a size", where, t.substr(0, 64))));
     return *s;
   }
   if (src.field.rfind("json:", 0) == 0) {
     auto j = nlohmann::json::parse(body, nullptr, false);
-    if (j.is_discarded()) return unexpected(makeError(0, fmt::format("{}: not JSON", where)));
+    if (j.is_discarded()) return unexpected(badData(fmt::format("{}: not JSON", where)));
     const nlohmann::json* cur = &j;
     std::string_view path = std::string_view(src.field).substr(5);
     while (!path.empty()) {
       auto dot = path.find('.');
       std::string key(path.substr(0, dot));
       if (!cur->is_object() || !cur->contains(key))
-        return unexpected(makeError(0, fmt::format("{}: no field \"{}\"", where, key)));
+        return unexpected(badData(fmt::format("{}: no field \"{}\"", where, key)));
       cur = &(*cur)[key];
       path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
     }
@@ -202,10 +202,10 @@ Result<std::uint64_t> extractSelfReport(const SelfReportSource& src, std::string
     double v = 0;
     auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (ec != std::errc() || p != value.data() + value.size())
-      return unexpected(makeError(0, fmt::format("{}: sample value \"{}\" is not a number", where, value)));
+      return unexpected(badData(fmt::format("{}: sample value \"{}\" is not a number", where, value)));
     return fromDouble(v, where);
   }
-  return unexpected(makeError(0, fmt::format("{}: no sample {} in the exposition", where, src.field.substr(7))));
+  return unexpected(badData(fmt::format("{}: no sample {} in the exposition", where, src.field.substr(7))));
 }
 
 Result<std::uint64_t> readSelfReport(const SelfReportSource& src, const SelfReportFetch& get) {

@@ -111,7 +111,7 @@ Supervisor::Supervisor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Supervisor::~Supervisor() = default;
 
 Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorConfig cfg, std::ostream& log) {
-  if (cfg.command.empty()) return badInput("no command: headroom run [options] -- CMD ARGS...");
+  if (cfg.command.empty()) return usageError("no command: headroom run [options] -- CMD ARGS...");
   auto source = openSourceRoot(cfg.root);
   if (!source) return source.error();
   auto cgroup = ProverCgroup::open(*source->fs, source->collector->hierarchy(), cfg.cgroup);

@@ -21,7 +21,7 @@ Status makeDirectories(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return ok();
-    return unexpected(makeError(ENOTDIR, fmt::format("making directory {}", dir)));
+    return unexpected(sysError(ENOTDIR, fmt::format("making directory {}", dir)));
   }
   if (errno != ENOENT) return unexpected(errnoError(fmt::format("making directory {}", dir)));
   std::string parent = parentDirectory(dir);
@@ -48,7 +48,7 @@ Status writeAll(int fd, std::string_view content, std::string_view display) {
       if (errno == EINTR) continue;
       return unexpected(errnoError(fmt::format("writing {}", display)));
     }
-    if (n == 0) return unexpected(makeError(EIO, fmt::format("writing {}: no progress", display)));
+    if (n == 0) return unexpected(sysError(EIO, fmt::format("writing {}: no progress", display)));
     content.remove_prefix(static_cast<std::size_t>(n));
   }
   return ok();

@@ -12,13 +12,12 @@ namespace {
 template <typename T>
 Result<T> parseInteger(std::string_view text, const char* what) {
   std::string_view t = trim(text);
-  if (t.empty()) return makeError(0, "empty value where a number was expected");
+  if (t.empty()) return badData("empty value where a number was expected");
   T v{};
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec == std::errc::result_out_of_range)
-    return makeError(ERANGE, fmt::format("{} out of range: {}", what, quotedExcerpt(t)));
+  if (ec == std::errc::result_out_of_range) return badData(fmt::format("{} out of range: {}", what, quotedExcerpt(t)));
   if (ec != std::errc() || ptr != t.data() + t.size())
-    return makeError(0, fmt::format("not {}: {}", what, quotedExcerpt(t)));
+    return badData(fmt::format("not {}: {}", what, quotedExcerpt(t)));
   return v;
 }
 
@@ -38,11 +37,11 @@ Result<std::int64_t> parseI64(std::string_view text) { return parseInteger<std::
 
 Result<double> parseDouble(std::string_view text) {
   std::string_view t = trim(text);
-  if (t.empty()) return makeError(0, "empty value where a number was expected");
+  if (t.empty()) return badData("empty value where a number was expected");
   double v = 0;
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || ptr != t.data() + t.size())
-    return makeError(0, fmt::format("not a number: {}", quotedExcerpt(t)));
+    return badData(fmt::format("not a number: {}", quotedExcerpt(t)));
   return v;
 }
 

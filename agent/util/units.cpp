@@ -32,7 +32,7 @@ std::string formatSignedBytes(std::int64_t bytes) {
 
 Result<std::uint64_t> parseSize(std::string_view text) {
   std::string_view t = trim(text);
-  if (t.empty()) return makeError(EINVAL, "empty size");
+  if (t.empty()) return badInput("empty size");
   std::size_t i = 0;
   while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
   std::string_view num = t.substr(0, i);
@@ -50,18 +50,18 @@ Result<std::uint64_t> parseSize(std::string_view text) {
   else if (unit == "t" || unit == "tib" || unit == "tb")
     mult = 1ULL << 40;
   else
-    return makeError(EINVAL, fmt::format("size \"{}\": unknown unit \"{}\" (use B, KiB, MiB, GiB, TiB)", text, unit));
-  if (num.empty()) return makeError(EINVAL, fmt::format("size \"{}\" has no number", text));
+    return badInput(fmt::format("size \"{}\": unknown unit \"{}\" (use B, KiB, MiB, GiB, TiB)", text, unit));
+  if (num.empty()) return badInput(fmt::format("size \"{}\" has no number", text));
   if (num.find('.') == std::string_view::npos) {
     auto v = parseU64(num);
-    if (!v) return makeError(EINVAL, fmt::format("size \"{}\": {}", text, v.error().describe()));
-    if (*v > UINT64_MAX / mult) return makeError(ERANGE, fmt::format("size \"{}\" is too large", text));
+    if (!v) return badInput(fmt::format("size \"{}\": {}", text, v.error().describe()));
+    if (*v > UINT64_MAX / mult) return badInput(fmt::format("size \"{}\" is too large", text));
     return *v * mult;
   }
   auto d = parseDouble(num);
-  if (!d) return makeError(EINVAL, fmt::format("size \"{}\": {}", text, d.error().describe()));
+  if (!d) return badInput(fmt::format("size \"{}\": {}", text, d.error().describe()));
   long double bytes = static_cast<long double>(*d) * mult;
-  if (bytes >= 18446744073709551615.0L) return makeError(ERANGE, fmt::format("size \"{}\" is too large", text));
+  if (bytes >= 18446744073709551615.0L) return badInput(fmt::format("size \"{}\" is too large", text));
   return static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes)));
 }
 

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } else {
       while (i < std::size(kV1Files) && std::string_view(kV1Files[i]) != name) ++i;
     }
-    if (i >= texts.size()) return makeError(ENOENT, std::string("opening ") + name);
+    if (i >= texts.size()) return sysError(ENOENT, std::string("opening ") + name);
     return std::string(texts[i]);
   };
   auto cg = readCgroupMemory(read, "/sys/fs/cgroup/fuzz", version, path);

@@ -66,7 +66,7 @@ TEST_F(CgroupFiles, HeldFilesShowTheCgroupNowAndFollowItsRemovalAndRebirth) {
   box.reset();
   auto gone = cache.read(*hierarchy_, path);
   ASSERT_FALSE(gone);
-  EXPECT_EQ(gone.error().code, ENOENT) << gone.error().describe();
+  EXPECT_EQ(gone.error().kind, ErrorKind::kNotFound) << gone.error().describe();
   EXPECT_EQ(cache.cgroups(), 0U);
   EXPECT_EQ(cache.heldFds(), 0U);
 

@@ -75,14 +75,14 @@ Result<CgroupSandbox> CgroupSandbox::create(std::string_view name) {
   auto mounts = discoverCgroupMounts(*fs);
   if (!mounts) return mounts.error();
   const CgroupMount* mm = mounts->memoryMount();
-  if (mm == nullptr) return makeError(ENOENT, "no memory cgroup controller");
+  if (mm == nullptr) return sysError(ENOENT, "no memory cgroup controller");
   int version = mounts->memoryVersion();
   auto self = fs->readFile("/proc/self/cgroup");
   if (!self) return self.error();
   auto cg = parseProcCgroup(*self);
   if (!cg) return cg.error();
   auto own = cg->memoryPath(version);
-  if (!own) return makeError(ENOENT, "this process is in no memory cgroup");
+  if (!own) return sysError(ENOENT, "this process is in no memory cgroup");
   CgroupHierarchy h = CgroupHierarchy::create(*fs, version, *mm);
   auto mapped = h.toMountRelative(*own);
   if (!mapped) return mapped.error();

@@ -71,7 +71,7 @@ Result<std::string> ChildProcess::readLine(std::chrono::milliseconds timeout) {
       return line;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return makeError(ETIMEDOUT, fmt::format("no line from pid {} in time", pid_));
+    if (left.count() <= 0) return sysError(ETIMEDOUT, fmt::format("no line from pid {} in time", pid_));
     pollfd p{out_fd_, POLLIN, 0};
     int r = ::poll(&p, 1, static_cast<int>(left.count()));
     if (r < 0 && errno != EINTR) return errnoError("poll");
@@ -79,7 +79,7 @@ Result<std::string> ChildProcess::readLine(std::chrono::milliseconds timeout) {
     char buf[4096];
     ssize_t n = ::read(out_fd_, buf, sizeof buf);
     if (n < 0 && errno != EINTR) return errnoError("read");
-    if (n == 0) return makeError(EPIPE, fmt::format("pid {} closed its stdout", pid_));
+    if (n == 0) return sysError(EPIPE, fmt::format("pid {} closed its stdout", pid_));
     if (n > 0) buffer_.append(buf, static_cast<std::size_t>(n));
   }
 }
@@ -112,7 +112,7 @@ Result<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
     }
     if (r < 0) return errnoError(fmt::format("waitpid {}", pid_));
     if (std::chrono::steady_clock::now() > deadline)
-      return makeError(ETIMEDOUT, fmt::format("pid {} did not exit", pid_));
+      return sysError(ETIMEDOUT, fmt::format("pid {} did not exit", pid_));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

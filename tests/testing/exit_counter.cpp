@@ -17,14 +17,14 @@ void ExitCounter::SkelDeleter::operator()(exitcount_bpf* s) const { exitcount_bp
 Result<ExitCounter> ExitCounter::start(std::uint32_t max_groups) {
   routeLibbpfLogToSpdlog();
   if (!kernelHasTracepoint("sched_process_exit"))
-    return makeError(ENOENT, "tracepoint sched:sched_process_exit not in this kernel's BTF");
+    return sysError(ENOENT, "tracepoint sched:sched_process_exit not in this kernel's BTF");
   std::unique_ptr<exitcount_bpf, SkelDeleter> skel(exitcount_bpf__open());
   if (!skel) return errnoError("opening the exitcount BPF object");
   if (int err = bpf_map__set_max_entries(skel->maps.exit_counts, max_groups); err != 0)
-    return makeError(-err, fmt::format("sizing exit_counts to {} entries", max_groups));
-  if (int err = exitcount_bpf__load(skel.get()); err != 0) return makeError(-err, "loading the exitcount BPF programs");
+    return sysError(-err, fmt::format("sizing exit_counts to {} entries", max_groups));
+  if (int err = exitcount_bpf__load(skel.get()); err != 0) return sysError(-err, "loading the exitcount BPF programs");
   if (int err = exitcount_bpf__attach(skel.get()); err != 0)
-    return makeError(-err, "attaching tp_btf/sched_process_exit");
+    return sysError(-err, "attaching tp_btf/sched_process_exit");
   return ExitCounter(std::move(skel));
 }
 

@@ -13,9 +13,10 @@ inline constexpr int kExitAborted = 3;       // probe: pressure rose, partial re
 inline constexpr int kExitNotPlaced = 126;   // run: the prover could not be placed in its cgroup
 inline constexpr int kExitNotStarted = 127;  // run: the prover could not be executed
 
-// Bad input 2; a command not placed 126, not started 127 (as a shell says them); anything else 1.
+// Usage and bad input 2; a command not placed 126, not started 127 (as a shell says them); anything else 1.
 inline int exitCodeFor(const Error& e) {
   switch (e.kind) {
+    case ErrorKind::kUsage:
     case ErrorKind::kBadInput: return kExitBadInput;
     case ErrorKind::kNotPlaced: return kExitNotPlaced;
     case ErrorKind::kNotStarted: return kExitNotStarted;

@@ -12,12 +12,13 @@
 
 namespace headroom {
 
-// What kind of failure an error is, for whoever must act on it: the CLI turns kinds into exit
-// codes (cli/exit_codes.h), never the message's words.
+// What kind of failure an error is, for whoever must act on it: one function turns kinds into
+// exit codes (util/exit_codes.h), never the message's words.
 enum class ErrorKind {
   kIo,            // the system refused a read, a write or a call (`code` says which errno)
-  kBadInput,      // what a user gave is wrong: a flag, a config value, a path to use
-  kBadData,       // what was read is malformed: garbage, a truncated file, a damaged record
+  kUsage,         // the command line is wrong: a missing command or argument, flags that clash
+  kBadInput,      // what a user gave is wrong: a flag's or config key's value, a file or path to use
+  kBadData,       // what was read is malformed: a kernel file, an answer, a damaged record
   kNotFound,      // what was asked for does not exist: a file, a cgroup, a process
   kNotPermitted,  // the system said EPERM or EACCES
   kUnsupported,   // this kernel or machine cannot do it: no memory controller, no BPF, no tracepoint
@@ -28,6 +29,7 @@ enum class ErrorKind {
 inline const char* toString(ErrorKind k) {
   switch (k) {
     case ErrorKind::kIo: return "io";
+    case ErrorKind::kUsage: return "usage";
     case ErrorKind::kBadInput: return "bad_input";
     case ErrorKind::kBadData: return "bad_data";
     case ErrorKind::kNotFound: return "not_found";
@@ -40,10 +42,9 @@ inline const char* toString(ErrorKind k) {
   return "?";
 }
 
-// The kind an errno value says: 0 (a content error) is bad data.
+// The kind an errno value says.
 inline ErrorKind kindOfErrno(int code) {
   switch (code) {
-    case 0: return ErrorKind::kBadData;
     case ENOENT:
     case ESRCH: return ErrorKind::kNotFound;
     case EPERM:
@@ -75,13 +76,19 @@ struct Error {
   Error as(ErrorKind k) const { return Error{k, code, message}; }
 };
 
-// The kind follows from `code` (kindOfErrno).
-inline Error makeError(int code, std::string message) { return Error{kindOfErrno(code), code, std::move(message)}; }
-inline Error errnoError(std::string message) { return makeError(errno, std::move(message)); }
+// A failure the system reported with errno value `code` (the kind follows from it, kindOfErrno);
+// errnoError takes errno itself. Never for a failure no system call gave: name its kind below.
+inline Error sysError(int code, std::string message) { return Error{kindOfErrno(code), code, std::move(message)}; }
+inline Error errnoError(std::string message) { return sysError(errno, std::move(message)); }
 inline Error makeError(ErrorKind kind, std::string message, int code = 0) {
   return Error{kind, code, std::move(message)};
 }
+inline Error usageError(std::string message) { return Error{ErrorKind::kUsage, 0, std::move(message)}; }
 inline Error badInput(std::string message) { return Error{ErrorKind::kBadInput, 0, std::move(message)}; }
+inline Error badData(std::string message) { return Error{ErrorKind::kBadData, 0, std::move(message)}; }
+inline Error notFound(std::string message) { return Error{ErrorKind::kNotFound, 0, std::move(message)}; }
+inline Error unsupported(std::string message) { return Error{ErrorKind::kUnsupported, 0, std::move(message)}; }
+inline Error ioError(std::string message) { return Error{ErrorKind::kIo, 0, std::move(message)}; }
 
 // Tag so that Result<Error> stays unambiguous; use unexpected(err) like std::unexpected.
 struct Unexpected {

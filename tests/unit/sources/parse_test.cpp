@@ -20,7 +20,7 @@ TEST(ParseU64, RejectsEmptyGarbageNegativeAndOverflow) {
   EXPECT_FALSE(parseU64("max"));
   auto big = parseU64("18446744073709551616");
   ASSERT_FALSE(big);
-  EXPECT_EQ(big.error().code, ERANGE);
+  EXPECT_EQ(big.error().kind, ErrorKind::kBadData);
   EXPECT_NE(parseU64("12abc").error().message.find("12abc"), std::string::npos) << "errors name the value";
 }
 

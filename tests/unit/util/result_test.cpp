@@ -11,13 +11,12 @@ namespace headroom {
 namespace {
 
 TEST(ErrorKinds, AnErrnoSaysItsKind) {
-  EXPECT_EQ(makeError(0, "garbage").kind, ErrorKind::kBadData);
-  EXPECT_EQ(makeError(ENOENT, "x").kind, ErrorKind::kNotFound);
-  EXPECT_EQ(makeError(ESRCH, "x").kind, ErrorKind::kNotFound);
-  EXPECT_EQ(makeError(EACCES, "x").kind, ErrorKind::kNotPermitted);
-  EXPECT_EQ(makeError(EPERM, "x").kind, ErrorKind::kNotPermitted);
-  EXPECT_EQ(makeError(ENOSYS, "x").kind, ErrorKind::kUnsupported);
-  EXPECT_EQ(makeError(EIO, "x").kind, ErrorKind::kIo);
+  EXPECT_EQ(sysError(ENOENT, "x").kind, ErrorKind::kNotFound);
+  EXPECT_EQ(sysError(ESRCH, "x").kind, ErrorKind::kNotFound);
+  EXPECT_EQ(sysError(EACCES, "x").kind, ErrorKind::kNotPermitted);
+  EXPECT_EQ(sysError(EPERM, "x").kind, ErrorKind::kNotPermitted);
+  EXPECT_EQ(sysError(ENOSYS, "x").kind, ErrorKind::kUnsupported);
+  EXPECT_EQ(sysError(EIO, "x").kind, ErrorKind::kIo);
   errno = EISDIR;
   Error e = errnoError("reading /x");
   EXPECT_EQ(e.kind, ErrorKind::kIo);
@@ -25,8 +24,19 @@ TEST(ErrorKinds, AnErrnoSaysItsKind) {
   EXPECT_EQ(e.describe(), "reading /x: Is a directory");
 }
 
+TEST(ErrorKinds, EachFailureNamesItsKind) {
+  EXPECT_EQ(badData("memory.stat: no \"key value\" line").kind, ErrorKind::kBadData);
+  EXPECT_EQ(badInput("--interval fast").kind, ErrorKind::kBadInput);
+  EXPECT_EQ(usageError("no command").kind, ErrorKind::kUsage);
+  EXPECT_EQ(notFound("pid 7 is gone").kind, ErrorKind::kNotFound);
+  EXPECT_EQ(unsupported("BPF is not loaded").kind, ErrorKind::kUnsupported);
+  EXPECT_EQ(ioError("GET http://x: Connection").kind, ErrorKind::kIo);
+  EXPECT_EQ(badData("garbage").code, 0) << "no errno was given";
+  EXPECT_EQ(badData("garbage").describe(), "garbage") << "no strerror appended";
+}
+
 TEST(ErrorKinds, ContextKeepsTheKindAndACallerMayJudgeAnew) {
-  Error e = makeError(ENOENT, "opening /etc/headroom/agent.toml").wrap("--config");
+  Error e = sysError(ENOENT, "opening /etc/headroom/agent.toml").wrap("--config");
   EXPECT_EQ(e.kind, ErrorKind::kNotFound);
   EXPECT_EQ(e.message, "--config: opening /etc/headroom/agent.toml");
   Error judged = e.as(ErrorKind::kBadInput);
@@ -43,6 +53,7 @@ TEST(ErrorKinds, ContextKeepsTheKindAndACallerMayJudgeAnew) {
 
 TEST(ErrorKinds, OneMappingToExitCodes) {
   EXPECT_EQ(exitCodeFor(badInput("--interval fast: not a duration")), kExitBadInput);
+  EXPECT_EQ(exitCodeFor(usageError("no command: headroom run -- CMD")), kExitBadInput);
   EXPECT_EQ(exitCodeFor(makeError(ErrorKind::kNotPlaced, "moving the prover")), 126);
   EXPECT_EQ(exitCodeFor(makeError(ErrorKind::kNotStarted, "starting cuzk", ENOENT)), 127);
   for (ErrorKind k : {ErrorKind::kIo, ErrorKind::kBadData, ErrorKind::kNotFound, ErrorKind::kNotPermitted,
