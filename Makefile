@@ -1,6 +1,7 @@
 # headroom: the two set-up commands, plus the rest. Thin: CMake does the building.
 #   make run    install missing build packages, build (Release), start the agent on safe defaults
 #   make test   install missing packages, build (Debug, ASan+UBSan), run every test through ctest
+#   make build-gcc  every target, the tests too, with g++ (Release, warnings as errors): CI's second step
 #   make demo   the incident headroom exists for, reproduced at small scale (root)
 #   make test-kernels  the kernel-facing suites on Debian's 6.1 and 6.12 (cgroup v2) under qemu, and here
 #   make churn  the agent under process and cgroup churn with OOM kills, CHURN_SECONDS long (root)
@@ -11,7 +12,7 @@ RELEASE := build/release
 DEBUG := build/debug
 CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
 
-.PHONY: all deps deps-build build build-debug run test test-kernels capture-fixtures unit-test fuzz tidy format bench churn demo clean
+.PHONY: all deps deps-build build build-debug build-gcc run test test-kernels capture-fixtures unit-test fuzz tidy format bench churn demo clean
 
 all: build
 
@@ -35,6 +36,15 @@ build: deps-build $(RELEASE)/build.ninja
 
 build-debug: deps $(DEBUG)/build.ninja
 	cmake --build $(DEBUG) -j $(JOBS)
+
+# Every target with g++, the tests included: the test build above is clang's, and g++ warns of
+# other things (CI runs this after `make test`).
+GCC_BUILD := build/gcc
+$(GCC_BUILD)/build.ninja:
+	cmake -S . -B $(GCC_BUILD) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
+
+build-gcc: deps $(GCC_BUILD)/build.ninja
+	cmake --build $(GCC_BUILD) -j $(JOBS)
 
 # The agent on safe defaults: every memory cgroup with a process, every sensor this kernel
 # allows, metrics and the JSON API on 127.0.0.1:9464. Ctrl-C stops it cleanly.

@@ -19,6 +19,7 @@
 
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
+#include "testing/fixture_tree.h"
 #include "testing/integration.h"
 
 namespace headroom {
@@ -27,6 +28,7 @@ namespace {
 using testing::CgroupSandbox;
 using testing::ChildProcess;
 using testing::CommandResult;
+using testing::fileText;
 using testing::runCommand;
 using testing::TempDir;
 using Clock = std::chrono::steady_clock;
@@ -68,11 +70,6 @@ void expectSameReports(const std::vector<std::string>& journal, const std::vecto
     EXPECT_EQ(got.out, want.out);
     EXPECT_EQ(got.err, "") << "nothing skipped, nothing read twice";
   }
-}
-
-std::string fileText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 TEST(Events, RecordsInTheRotatedFileReportTheSameAsTheJournal) {

@@ -295,7 +295,9 @@ TEST(Faults, AnAgentInACgroupNearItsLimitIsNeverTheVictimAndRecordsEachKill) {
   int adj = 1;
   adj_file >> adj;
   EXPECT_EQ(metricOf(agent, "headroom_agent_oom_score_adj"), adj);
-  if (adj > -500) EXPECT_NE(adj_line->find("not protected from the OOM killer"), std::string::npos) << *adj_line;
+  if (adj > -500) {
+    EXPECT_NE(adj_line->find("not protected from the OOM killer"), std::string::npos) << *adj_line;
+  }
   // Lowering it needs CAP_SYS_RESOURCE: where the test has it, the agent says the change.
   {
     std::ofstream w(fmt::format("/proc/{}/oom_score_adj", pid));

@@ -28,6 +28,7 @@
 #include "headroom/util/units.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
+#include "testing/fixture_tree.h"
 #include "testing/integration.h"
 
 namespace headroom {
@@ -353,8 +354,7 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
     agent.child().kill(SIGKILL);
     auto status = agent.child().wait();
     ASSERT_TRUE(status && WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
-    std::ifstream in(journal, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = testing::fileText(journal);
     const std::size_t last = bytes.rfind("HRJ1 ");
     ASSERT_NE(last, std::string::npos);
     cut_frame = bytes.substr(last);
@@ -367,11 +367,7 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
   ASSERT_TRUE(
       std::regex_search(log, aside, std::regex("a torn last record \\(a crash mid-write\\) was set aside in (\\S+)")))
       << log;
-  {
-    std::ifstream in(aside[1].str(), std::ios::binary);
-    std::string set_aside((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(set_aside, cut_frame) << "the torn tail, byte for byte";
-  }
+  EXPECT_EQ(testing::fileText(aside[1].str()), cut_frame) << "the torn tail, byte for byte";
   kill(again, "OOM kill recorded as record 2");
   auto list = reportJson(journal, {"--list"});
   ASSERT_EQ(list.size(), 2u);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "headroom/sources/cgroup.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
 #include "testing/integration.h"
@@ -140,15 +141,12 @@ std::vector<std::string> limitedAncestors(const CgroupSandbox& sb) {
     if (own && own->effectiveLimitHint() && *own->effectiveLimitHint() < (1ULL << 50)) out.push_back("(v1 hierarchy)");
     return out;
   }
-  std::string path = sb.path();
   std::filesystem::path dir = sb.directory();
-  while (path != "/") {
-    path = path.substr(0, path.rfind('/'));
-    if (path.empty()) path = "/";
+  for (auto path = parentCgroup(sb.path()); path; path = parentCgroup(*path)) {
     dir = dir.parent_path();
     std::ifstream f(dir / "memory.max");
     std::string v;
-    if (f >> v && v != "max") out.push_back(path);
+    if (f >> v && v != "max") out.push_back(*path);
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include "headroom/sources/collector.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
+#include "testing/fixture_tree.h"
 #include "testing/integration.h"
 
 namespace headroom {
@@ -28,8 +29,7 @@ using testing::ChildProcess;
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
 char stateOf(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = testing::fileText(fmt::format("/proc/{}/stat", pid));
   auto close = text.rfind(')');
   return close == std::string::npos || close + 2 >= text.size() ? '?' : text[close + 2];
 }

@@ -120,7 +120,9 @@ struct Sampler {
     o.source = tasks.get();
     auto raw = root.collector->collect(o);
     if (!raw) throw std::runtime_error(raw.error().describe());
-    if (mode == Source::kTaskIterator) EXPECT_EQ(raw->stats.process_source, "bpf-task-iterator");
+    if (mode == Source::kTaskIterator) {
+      EXPECT_EQ(raw->stats.process_source, "bpf-task-iterator");
+    }
     return std::move(*raw);
   }
   // A cached sampler reads twice: the second sample is the one made from what it remembered.

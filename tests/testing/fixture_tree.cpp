@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -16,6 +17,13 @@ namespace headroom::testing {
 namespace fs = std::filesystem;
 
 std::string fixturePath(std::string_view name) { return fmt::format("{}/{}", HEADROOM_FIXTURE_DIR, name); }
+
+std::string fileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return std::move(out).str();
+}
 
 FixtureTree::FixtureTree() {
   std::string tmpl = (fs::temp_directory_path() / "headroom-fixture-XXXXXX").string();

@@ -20,6 +20,9 @@ namespace headroom::testing {
 // A committed fixture directory, found through the compile definition (never the cwd).
 std::string fixturePath(std::string_view name);
 
+// A whole file's bytes ("" when it cannot be read): what the tests compare against.
+std::string fileText(const std::string& path);
+
 // A process as the fake /proc shows it. Sizes in bytes (written in kB, as the kernel does).
 struct FakeProcess {
   pid_t pid = 100;

@@ -20,13 +20,9 @@ namespace headroom {
 namespace {
 
 using nlohmann::json;
+using testing::fileText;
 using testing::FixtureTree;
 using ::testing::HasSubstr;
-
-std::string fileText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 json record(int id) {
   return {{"version", 1},

@@ -58,7 +58,7 @@ OomEvent floodEvent(std::uint64_t seq, std::size_t tasks, std::size_t pad) {
     t.pid = t.tgid = static_cast<pid_t>(i + 1);
     t.total_vm_bytes = (seq << 20) + i;
     t.rss_bytes = seq * 4096 + i;
-    t.name = "t" + std::to_string(seq) + "-" + std::to_string(i);
+    t.name = fmt::format("t{}-{}", seq, i);
     e.tasks.push_back(t);
   }
   return e;

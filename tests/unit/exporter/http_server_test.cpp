@@ -117,12 +117,13 @@ TEST(HttpServerLimits, HeadersAndBodiesOverTheirCapsAreRefused) {
   limits.max_body_bytes = 100;
   auto server = serve(limits);
   ASSERT_TRUE(server);
-  std::string big = "GET /metrics HTTP/1.1\r\nX: " + std::string(2000, 'a') + "\r\n\r\n";
+  const std::string big = fmt::format("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", std::string(2000, 'a'));
   EXPECT_EQ(statusLine(rawRequest(server->port(), big)), "HTTP/1.1 431 Request Header Fields Too Large");
   // Headers that never end are refused once past the cap, not at the deadline.
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(statusLine(rawRequest(server->port(), "GET /metrics HTTP/1.1\r\nX: " + std::string(2000, 'a'))),
-            "HTTP/1.1 431 Request Header Fields Too Large");
+  EXPECT_EQ(
+      statusLine(rawRequest(server->port(), fmt::format("GET /metrics HTTP/1.1\r\nX: {}", std::string(2000, 'a')))),
+      "HTTP/1.1 431 Request Header Fields Too Large");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
   EXPECT_EQ(statusLine(rawRequest(server->port(), "POST /metrics HTTP/1.1\r\nContent-Length: 101\r\n\r\n")),
             "HTTP/1.1 413 Payload Too Large");

@@ -22,6 +22,7 @@ namespace headroom {
 namespace {
 
 using nlohmann::json;
+using testing::fileText;
 using testing::FixtureTree;
 using ::testing::HasSubstr;
 
@@ -36,11 +37,6 @@ std::vector<json> realRecords() {
   out[0]["id"] = 1u;
   out[1]["id"] = 2u;
   return out;
-}
-
-std::string fileText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 std::vector<json> read(const std::string& text, std::size_t want_skipped = 0) {

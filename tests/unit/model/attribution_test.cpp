@@ -151,7 +151,7 @@ namespace {
 
 TEST(AttributionV1, RootUsageHasNoKernelPart) {
   CgroupMemory cg = v1(100 * kMiB, 50 * kMiB, 0, 80 * kMiB, 150 * kMiB);
-  cg.path = "/";
+  cg.path.assign(1, '/');
   Attribution at = attributeCgroup(cg, {});
   EXPECT_FALSE(at.bytesOf(PartKind::kKernelOther).has_value());
   EXPECT_EQ(at.unattributed, 0);

@@ -158,6 +158,12 @@ const ProcessSample* findPid(const RawSample& raw, pid_t pid) {
   return nullptr;
 }
 
+// The memory cgroup the sample places `pid` in, or "(pid N not sampled)".
+std::string cgroupOfPid(const RawSample& raw, pid_t pid) {
+  const ProcessSample* p = findPid(raw, pid);
+  return p != nullptr ? std::string(p->memory_cgroup) : fmt::format("(pid {} not sampled)", pid);
+}
+
 void podOnANode(const FixtureTree& t, int version, std::string_view mount_root) {
   if (version == 1) {
     t.mountV1();
@@ -208,11 +214,9 @@ void podOnANode(const FixtureTree& t, int version, std::string_view mount_root) 
 void expectPodAttribution(const RawSample& raw) {
   EXPECT_EQ(paths(raw), (std::vector<std::string>{"/kubepods.slice/pod-a/agent.scope",
                                                   "/kubepods.slice/pod-b/prover.scope", "/system.slice"}));
-  ASSERT_NE(findPid(raw, 500), nullptr);
-  EXPECT_EQ(findPid(raw, 500)->memory_cgroup, "/kubepods.slice/pod-a/agent.scope");
-  ASSERT_NE(findPid(raw, 600), nullptr);
-  EXPECT_EQ(findPid(raw, 600)->memory_cgroup, "/kubepods.slice/pod-b/prover.scope");
-  EXPECT_EQ(findPid(raw, 700)->memory_cgroup, "/system.slice");
+  EXPECT_EQ(cgroupOfPid(raw, 500), "/kubepods.slice/pod-a/agent.scope");
+  EXPECT_EQ(cgroupOfPid(raw, 600), "/kubepods.slice/pod-b/prover.scope");
+  EXPECT_EQ(cgroupOfPid(raw, 700), "/system.slice");
   EXPECT_EQ(findPid(raw, 800), nullptr) << "above the hierarchy's root: not clamped onto /x";
   EXPECT_EQ(raw.stats.processes_outside_mount, 1u);
   for (const auto& c : raw.cgroups) {
@@ -310,7 +314,7 @@ TEST(CollectorInACgroupNamespace, TheNamespacesOwnMountShowsOnlyItsSubtree) {
   EXPECT_NE(c->hierarchy().nsDescription().find("confirmed"), std::string::npos);
   auto raw = c->collect({});
   ASSERT_TRUE(raw) << raw.error().describe();
-  EXPECT_EQ(findPid(*raw, 501)->memory_cgroup, "/app");
+  EXPECT_EQ(cgroupOfPid(*raw, 501), "/app");
   EXPECT_EQ(findPid(*raw, 700), nullptr) << "not the namespace's own /system.slice";
   EXPECT_EQ(raw->stats.processes_outside_mount, 1u);
   ASSERT_EQ(raw->stats.warnings.size(), 1u);
@@ -332,7 +336,7 @@ TEST(CollectorInACgroupNamespace, NotLocatedWarnsAndFallsBack) {
       << raw->stats.warnings[0];
   EXPECT_NE(raw->stats.warnings[0].find("pid 500"), std::string::npos) << raw->stats.warnings[0];
   // As before the fix for what maps at all: the agent's "/" is the mount's root.
-  EXPECT_EQ(findPid(*raw, 500)->memory_cgroup, "/");
+  EXPECT_EQ(cgroupOfPid(*raw, 500), "/");
   EXPECT_EQ(raw->stats.processes_outside_mount, 3u) << "the paths that climb cannot be placed";
   for (const auto& w : raw->stats.warnings) EXPECT_EQ(w.find("fs/cgroup/.."), std::string::npos) << w;
 }

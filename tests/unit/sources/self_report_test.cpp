@@ -95,7 +95,7 @@ TEST(SelfReport, ADeeplyNestedValueIsAnErrorNotAStackOverflow) {
       << whole.error().describe().substr(0, 200);
   auto field = extractSelfReport(source("http://h:1/s#json:a"), R"({"a": )" + nested + "}");
   ASSERT_FALSE(field);
-  auto text = extractSelfReport(source("http://h:1/s#json:a"), R"({"a": ")" + std::string(1000, 'x') + R"("})");
+  auto text = extractSelfReport(source("http://h:1/s#json:a"), fmt::format(R"({{"a": "{}"}})", std::string(1000, 'x')));
   ASSERT_FALSE(text);
   EXPECT_LT(text.error().describe().size(), 200u) << "a long value is cut short in the message";
 }
