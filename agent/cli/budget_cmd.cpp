@@ -57,8 +57,9 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
                           : fmt::format("HTTP {}", r->status);
     // Credentials the agent refuses are the caller's to fix, not a reason to compute elsewhere.
     if (r->status == 401)
-      return badInput(fmt::format("{} answered 401: {} (--agent-user, --agent-password-file)", url,
-                                  opts.agent_user.empty() ? "it asks for basic auth" : "the user or password is wrong"));
+      return badInput(
+          fmt::format("{} answered 401: {} (--agent-user, --agent-password-file)", url,
+                      opts.agent_user.empty() ? "it asks for basic auth" : "the user or password is wrong"));
     bool refused = j.is_object() && j.contains("decision") && j["decision"].is_object() &&
                    (opts.cgroup.empty() || normaliseCgroupPath(opts.cgroup) == j.value("cgroup", ""));
     return makeError(refused ? ErrorKind::kUnavailable : ErrorKind::kIo,

@@ -297,7 +297,7 @@ Result<WebConfig> loadWebConfig(const std::string& path) {
                                     std::pair{"client_ca_file", c->tls->client_ca_file}}) {
       if (file.empty()) continue;
       if (auto t = readFile(file); !t)
-        return t.error().wrap(fmt::format("web config {}: tls_server_config.{}", path, key));
+        return t.error().wrap(fmt::format("web config {}: tls_server_config.{}", path, key)).as(ErrorKind::kBadInput);
     }
   }
   return c;
