@@ -10,7 +10,7 @@
 #include <ostream>
 
 #include "headroom/cli/commands.h"
-#include "headroom/daemon/prover_budget.h"
+#include "headroom/controller/prover_budget.h"
 #include "headroom/exporter/http.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/collector.h"

@@ -1,6 +1,7 @@
 // `headroom snapshot`: one sample of the machine as a table or JSON, or (--watch-ooms) the OOM
 // kills the sensors see, printed as they come.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
@@ -8,6 +9,8 @@
 #include <ostream>
 
 #include "headroom/cli/commands.h"
+#include "headroom/incidents/kill_names.h"
+#include "headroom/journal/oom_record.h"
 #include "headroom/model/snapshot_json.h"
 #include "headroom/sensors/sensors.h"
 #include "headroom/sources/collector.h"
@@ -27,7 +30,11 @@ Result<SensorsConfig> sensorsConfig(const SnapshotOptions& opts, const FsRoot& f
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
       return badInput(fmt::format("--tracepoint: \"{}\" is not SENSOR=NAME", spec));
-    sc.tracepoints[spec.substr(0, eq)] = spec.substr(eq + 1);
+    auto sensor = sensorIdFromName(spec.substr(0, eq));
+    if (!sensor)
+      return badInput(
+          fmt::format("--tracepoint: \"{}\": no sensor \"{}\" (oom, exits, faults, rss)", spec, spec.substr(0, eq)));
+    sc.tracepoints[*sensor] = spec.substr(eq + 1);
   }
   // The sensors read the live kernel: a fixture root has none.
   if (!fs.isLive()) sc.bpf = sc.kmsg = false;
@@ -44,7 +51,8 @@ int watchOoms(const SnapshotOptions& opts, const FsRoot& fs, Sensors& sensors, s
     out << dumpJson(header) << "\n" << std::flush;
   } else {
     for (const auto& s : sensors.status())
-      out << fmt::format("sensor {}: {}{}\n", s.name, toString(s.state), s.reason.empty() ? "" : " (" + s.reason + ")");
+      out << fmt::format("sensor {}: {}{}\n", toString(s.id), toString(s.state),
+                         s.reason.empty() ? "" : " (" + s.reason + ")");
     out << "watching for OOM kills (Ctrl-C to stop)\n" << std::flush;
   }
   WorkloadResolver names(fs, WorkloadLookup{});
@@ -56,10 +64,7 @@ int watchOoms(const SnapshotOptions& opts, const FsRoot& fs, Sensors& sensors, s
     sensors.poll(100);
     for (const OomEvent& e : sensors.takeOomEvents()) {
       // The workload of the OOM domain, else of the first victim: the paths as the kernel names them.
-      std::string about = e.domain_cgroup && !e.domain_cgroup->empty() ? normaliseCgroupPath(*e.domain_cgroup) : "";
-      if (about.empty() && !e.victims.empty() && !e.victims.front().cgroup.empty())
-        about = normaliseCgroupPath(e.victims.front().cgroup);
-      const OomWorkloads w = oomWorkloads(e, about, names, std::chrono::seconds(1));
+      const OomWorkloads w = oomWorkloads(e, oomRecordCgroup(e), names, kKillNamesWait);
       if (opts.json) {
         out << dumpJson(toJson(e, w)) << "\n" << std::flush;
       } else {
@@ -102,9 +107,10 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   auto readings = sensors->readings(raw->processes);
   // Every cgroup's names asked at once, then a moment for the engines to answer.
   WorkloadResolver names(*source->fs, WorkloadLookup{});
-  for (const CgroupMemory& c : raw->cgroups) (void)names.resolve(c.path);
-  (void)names.idle(std::chrono::seconds(3));
-  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(*rules)), std::move(readings), &names);
+  names.name(*raw);
+  if (!names.idle(std::chrono::seconds(3))) spdlog::debug("container engines still asked after 3 s: names left out");
+  names.name(*raw);
+  auto snap = buildSnapshot(std::move(*raw), RoleMatcher(std::move(*rules)), std::move(readings));
   if (opts.json)
     out << dumpJson(toJson(*snap), 2) << "\n";
   else

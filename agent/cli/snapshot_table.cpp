@@ -59,9 +59,9 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
     std::string line;
     std::string reasons;
     for (const SensorStatus& ss : s.sensors) {
-      line += fmt::format("  {} {}", ss.name, toString(ss.state));
+      line += fmt::format("  {} {}", toString(ss.id), toString(ss.state));
       if (ss.state != SensorState::kActive && !ss.reason.empty())
-        reasons += fmt::format("    {}: {}\n", ss.name, ss.reason);
+        reasons += fmt::format("    {}: {}\n", toString(ss.id), ss.reason);
     }
     o += "\nSENSORS\n " + line + "\n" + reasons;
   }

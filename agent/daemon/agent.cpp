@@ -22,12 +22,11 @@
 #include <mutex>
 #include <thread>
 
-#include "headroom/daemon/event_sink.h"
+#include "headroom/controller/prover_budget.h"
 #include "headroom/daemon/http_api.h"
-#include "headroom/daemon/incidents.h"
-#include "headroom/daemon/prover_budget.h"
 #include "headroom/exporter/exporter.h"
 #include "headroom/exporter/http.h"
+#include "headroom/incidents/kill_path.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/sensors.h"
 #include "headroom/sources/cgroup_index.h"
@@ -87,8 +86,27 @@ ApiSettings apiSettingsOf(const AgentConfig& c) {
   s.probe_enabled = c.probe_enabled;
   s.probe_min_interval = c.probe_min_interval;
   s.probe_cgroup = c.probe_cgroup;
-  s.recent_ooms = c.recent_ooms;
   return s;
+}
+
+KillPathSettings killPathSettingsOf(const AgentConfig& c) {
+  KillPathSettings s;
+  s.journal = c.journal;
+  s.events = c.events;
+  s.recent_ooms = c.recent_ooms;
+  s.top_per_role = c.top_processes;
+  s.role_rules = c.role_rules;
+  return s;
+}
+
+HostIdentity thisHost() {
+  HostIdentity h;
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) == 0) h.hostname = name.data();
+  utsname u{};
+  if (::uname(&u) == 0) h.kernel = u.release;
+  h.agent_version = std::string(kVersion);
+  return h;
 }
 
 // The prover's self-report over HTTP: short, a slow prover endpoint must not stall the sample.
@@ -153,12 +171,9 @@ class SelfReportFetcher {
 };
 
 constexpr const char* kSampling = "sampling";
-constexpr const char* kJournalWrite = "journal-write";
 // An oom_score_adj at or below this takes half the machine's memory off the agent's badness: the
 // OOM killer picks it only when nothing else is left to pick.
 constexpr int kProtectedOomScoreAdj = -500;
-// An OOM kill waits at most this long for a container engine's answer about what died.
-constexpr std::chrono::milliseconds kOomNamesWait{1000};
 constexpr const char* kSelfReport = "self-report";
 
 }  // namespace
@@ -181,11 +196,11 @@ struct Agent::Impl {
         index_(source_.collector->hierarchy()),
         roles_(cfg_.role_rules),
         exporter_(limitsOf(cfg_)),
-        api_(exporter_, std::move(probe_command), std::move(probe_unavailable)),
         budget_(cfg_.budget, cfg_.role_rules, ProverBudget::Options{}),
+        kills_(exporter_, budget_, thisHost()),
+        api_(exporter_, kills_.board(), std::move(probe_command), std::move(probe_unavailable)),
         names_(std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads)) {
     self_.start_time_seconds = unixSeconds();
-    incidents_.onWritten([this](const nlohmann::json& record) { events_.emit(record); });
     g_wake_fd = wake_.get();
     api_.setWakeFd(wake_.get());
   }
@@ -205,20 +220,10 @@ struct Agent::Impl {
   void addBudgetCgroup(RawSample& raw) const;
   std::optional<SamplePublication::Budget> updateBudget(const Snapshot& snap);
   void readSelfReport();
-  // A journal that could not be opened (the default path at start, any path at a reload): off,
-  // said once, and the agent runs on.
-  void journalOff(const Error& e) {
-    spdlog::error(
-        "the OOM journal is off: {} (the agent keeps running; set journal.path or --journal to another place)",
-        e.describe());
-  }
-  // Writes the OOM records that wait in memory (the journal failed), says what was written.
-  void flushJournal();
   // The agent's own oom_score_adj, read at each sample: said at start and when it changes.
   void readOomScoreAdj();
-  std::size_t consumeEvents();  // returns the OOM kills among them
-  void handleOom(const OomEvent& e);
-  bool kernelOomSource() const;
+  // Hands each OOM incident the sensors joined to the kill path; returns how many there were.
+  std::size_t consumeEvents();
   void reload();
   void updateSelf();
   SensorCounters counters() const;  // monotonic across sensor restarts
@@ -230,19 +235,16 @@ struct Agent::Impl {
   CgroupIndex index_;
   RoleMatcher roles_;
   Exporter exporter_;
+  ProverBudget budget_;
+  KillPath kills_;  // every OOM kill, from the joined incident to what is published
   HttpApi api_;
   std::unique_ptr<HttpServer> server_;  // after api_: destroyed before what it calls
   std::unique_ptr<Sensors> sensors_;
   // What the sampler remembers of each process between samples: its /proc reads only when due.
   ProcessCache processes_{pssPolicyOf(cfg_)};
-  CgroupFileCache cgroup_files_;  // the watched cgroups' files, held open between samples
-  ProverBudget budget_;
+  CgroupFileCache cgroup_files_;             // the watched cgroups' files, held open between samples
   std::unique_ptr<WorkloadResolver> names_;  // the workloads' names, learnt as cgroups come
-  IncidentJournal incidents_;
-  EventSink events_;  // every record the journal takes, off the machine too
-  CountedOoms counted_;
   AgentSelf self_;
-  HostIdentity host_;
   WarnOnce once_;
   std::optional<SelfReportSource> self_src_;
   std::unique_ptr<SelfReportFetcher> self_fetcher_;  // for a URL: fetched off the sampling thread
@@ -357,73 +359,6 @@ std::optional<SamplePublication::Budget> Agent::Impl::updateBudget(const Snapsho
   return SamplePublication::Budget{jsonResponse(u->http_status, u->document), u->cgroup, u->prover_usage};
 }
 
-bool Agent::Impl::kernelOomSource() const {
-  return std::any_of(sensors_->status().begin(), sensors_->status().end(), [](const SensorStatus& s) {
-    return (s.name == "oom" || s.name == "kmsg") && s.state == SensorState::kActive;
-  });
-}
-
-void Agent::Impl::handleOom(const OomEvent& e) {
-  std::shared_ptr<const Snapshot> last = incidents_.last();
-  // The names of what died, waiting a moment for an engine asked about a container the samples
-  // never saw (born and killed between two): the metrics, the journal and /v1/ooms then agree.
-  const OomWorkloads workloads = oomWorkloads(e, oomRecordCgroup(e, last.get()), *names_, kOomNamesWait);
-  double when = e.wall_time_ns > 0 ? static_cast<double>(e.wall_time_ns) / 1e9 : unixSeconds();
-  for (const OomVictim& v : e.victims) {
-    if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
-    VictimPlace place = placeVictim(v, last.get(), roles_);
-    const Workload w = place.cgroup.empty() ? Workload{} : names_->resolve(place.cgroup);
-    exporter_.recordOomKill(place.cgroup.empty() ? "unknown" : place.cgroup, w, place.role, v.comm, when);
-  }
-  // Counted kills no gone process could stand for: counted still, the process unknown.
-  if (e.from_counter) {
-    for (std::size_t i = e.victims.size(); i < e.counted_kills; ++i)
-      exporter_.recordOomKill(e.counter_cgroup, names_->resolve(e.counter_cgroup),
-                              roles_.match(0, 0, "", "", e.counter_cgroup), "unknown", when);
-  }
-  spdlog::warn("{}", describeOom(e));
-  // The record first: it holds the budget in force at the kill, before the kill grows it.
-  IncidentFacts facts{&budget_, self_reported_, sensors_->status(), host_, cfg_.top_processes, names_.get()};
-  flushJournal();  // records that wait go first, in the order of their kills
-  const std::uint64_t dropped = incidents_.dropped();
-  if (auto id = incidents_.record(e, facts)) {
-    api_.publishJournal(incidents_.state());  // before the log says it: a reader of both sees the same
-    if (*id) {
-      spdlog::info("journal: OOM kill recorded as record {} in {} (headroom report --id {})", **id,
-                   incidents_.writer()->path(), **id);
-    } else if (incidents_.pending() == 0) {
-      spdlog::error("journal: the OOM kill could not be recorded: {}", id->error().describe());  // refused for good
-    } else {
-      // One line per kill the journal could not take (the retries at each sample say nothing);
-      // "writing works again" when the backlog is written.
-      once_.say(kJournalWrite,
-                fmt::format("journal: the OOM kill could not be recorded: {} (kept in memory, {} waiting: written "
-                            "when the journal can take it; /healthz says \"degraded\")",
-                            id->error().describe(), incidents_.pending()),
-                spdlog::level::err);
-    }
-    if (incidents_.dropped() > dropped)
-      spdlog::error("journal: {} waiting record(s) of earlier OOM kills dropped: more than {} records or {} wait",
-                    incidents_.dropped() - dropped, IncidentJournal::kMaxPendingRecords,
-                    formatBytes(IncidentJournal::kMaxPendingBytes));
-  }
-  if (budget_.onOomKill(e, last.get(), roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
-  api_.publishOom(e, workloads);
-}
-
-void Agent::Impl::flushJournal() {
-  if (incidents_.pending() == 0) return;
-  const std::vector<IncidentJournal::Flushed> written = incidents_.flush();
-  api_.publishJournal(incidents_.state());
-  for (const IncidentJournal::Flushed& f : written)
-    spdlog::info(
-        "journal: OOM kill of {} recorded as record {} in {} once the journal could take it (headroom report "
-        "--id {})",
-        fmt::format("{:%FT%TZ}", fmt::gmtime(static_cast<std::time_t>(f.kill_wall_ns / 1'000'000'000))), f.id,
-        incidents_.writer()->path(), f.id);
-  if (incidents_.pending() == 0) once_.clear(kJournalWrite, "journal: writing works again; no record waits");
-}
-
 void Agent::Impl::readOomScoreAdj() {
   auto text = self_fs_.readFile("/proc/self/oom_score_adj");
   if (!text) return;
@@ -442,9 +377,9 @@ void Agent::Impl::readOomScoreAdj() {
 
 std::size_t Agent::Impl::consumeEvents() {
   std::size_t n = 0;
-  for (OomEvent& e : sensors_->takeOomEvents()) {
+  for (const OomEvent& e : sensors_->takeOomEvents()) {
     ++n;
-    handleOom(e);
+    kills_.take(e, sensors_->status());
   }
   // Exits feed `headroom run`'s verdicts; the agent only keeps the rings drained.
   (void)sensors_->takeExitEvents();
@@ -489,13 +424,7 @@ void Agent::Impl::reload() {
   if (!(cfg_.workloads == names_->lookup())) names_ = std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads);
   api_.configure(apiSettingsOf(cfg_));
   setSelfReport();
-  if (auto st = incidents_.configure(cfg_.journal); !st) journalOff(st.error());
-  api_.publishJournal(incidents_.state());
-  // The events file is opened again at every reload: a logrotate that moved it is followed.
-  if (auto st = events_.configure(cfg_.events); !st)
-    spdlog::error("events.output: {} (the agent keeps running; records go on to the journal and journald)",
-                  st.error().describe());
-  api_.publishEvents(events_.state());
+  (void)kills_.configure(killPathSettingsOf(cfg_), *names_, false);  // what cannot open is said there
   if (sensors_changed) {
     spdlog::info("sensor settings changed: restarting the sensors");
     (void)consumeEvents();  // nothing waiting in the rings is lost
@@ -523,25 +452,7 @@ void Agent::Impl::updateSelf() {
                         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   }
   readOomScoreAdj();
-  if (const JournalWriter* w = incidents_.writer()) {
-    const JournalStats& js = w->stats();
-    self_.journal_up = true;
-    self_.journal_records_total = js.records_written;
-    self_.journal_damaged_records_total = js.damaged_records;
-    self_.journal_bytes = js.bytes;
-  } else {
-    self_.journal_up = false;
-  }
-  self_.journal_write_failures_total = incidents_.writeFailures();
-  self_.journal_pending_records = incidents_.pending();
-  self_.journal_dropped_records_total = incidents_.dropped();
-  const EventSinkStats ev = events_.stats();
-  self_.event_sinks.clear();
-  for (const EventSinkStats::Sink& s : ev.sinks) self_.event_sinks.push_back({s.name, s.written, s.failures});
-  self_.events_dropped_total = ev.dropped;
-  self_.events_queued = ev.queued;
-  self_.events_file_rotations_total = ev.rotations;
-  api_.publishEvents(events_.state());
+  kills_.addFigures(self_);
 }
 
 SensorCounters Agent::Impl::counters() const {
@@ -610,15 +521,11 @@ void Agent::Impl::sample() {
   const ThreadCpu model_start = threadCpu();
   SensorReadings readings = sensors_->readings(raw->processes);
   addBudgetCgroup(*raw);
-  auto snap = buildSnapshot(std::move(*raw), roles_, std::move(readings), names_.get());
+  names_->name(*raw);
+  std::shared_ptr<const Snapshot> snap = buildSnapshot(std::move(*raw), roles_, std::move(readings));
   readSelfReport();
-  std::map<std::string, std::uint64_t> self_by_cgroup;
-  if (std::string bc = budget_.cgroup(); !bc.empty() && self_reported_) self_by_cgroup[bc] = *self_reported_;
-  incidents_.fly(*snap, self_by_cgroup);
-  // Against the last sample, before this one is kept.
-  for (const OomEvent& e : counted_.update(incidents_.last().get(), *snap, kernelOomSource())) handleOom(e);
+  kills_.sample(snap, self_reported_, sensors_->status());
   auto budget = updateBudget(*snap);
-  flushJournal();  // a journal that failed is tried again each sample
 
   ++self_.samples_total;
   self_.last_sample_duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -630,7 +537,6 @@ void Agent::Impl::sample() {
   self_.sample_cpu.exporter += threadCpu() - exporter_start;
 
   names_->forgetIdle();
-  incidents_.keep(snap);
   api_.publish(SamplePublication{std::move(snap), sensors_->status(),
                                  std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.interval).count(),
                                  self_.samples_total, std::move(budget)});
@@ -654,24 +560,7 @@ Status Agent::Impl::run() {
   // arena of their own (a MiB or two in all) for no gain at a few requests a second.
   ::mallopt(M_ARENA_MAX, 1);
   setSelfReport();
-  {
-    std::array<char, 256> name{};
-    if (::gethostname(name.data(), name.size() - 1) == 0) host_.hostname = name.data();
-    utsname u{};
-    if (::uname(&u) == 0) host_.kernel = u.release;
-    host_.agent_version = std::string(kVersion);
-  }
-  if (auto st = incidents_.configure(cfg_.journal); !st) {
-    // An explicit journal that cannot be opened is a mistake to fix, not a journal to lose.
-    if (cfg_.journal.path_given)
-      return st.error().wrap(fmt::format("--journal / journal.path {}", cfg_.journal.path)).as(ErrorKind::kBadInput);
-    journalOff(st.error());
-  }
-  api_.publishJournal(incidents_.state());
-  // An events file named in the config that cannot be opened is a mistake to fix, as the journal's.
-  if (auto st = events_.configure(cfg_.events); !st)
-    return st.error().wrap(fmt::format("events.output {}", cfg_.events.output)).as(ErrorKind::kBadInput);
-  api_.publishEvents(events_.state());
+  if (auto st = kills_.configure(killPathSettingsOf(cfg_), *names_, true); !st) return st.error();
   api_.configure(apiSettingsOf(cfg_));
   auto server = HttpServer::start(cfg_.listen, api_.getRoutes(), api_.postRoutes(), cfg_.web);
   // A port in use (or not this machine's address), or certificates that cannot be used, are
@@ -747,7 +636,7 @@ Status Agent::Impl::run() {
   (void)consumeEvents();
   sensors_.reset();
   budget_.save("stopping");
-  if (!events_.drain(std::chrono::seconds(2)))
+  if (!kills_.drain(std::chrono::seconds(2)))
     spdlog::warn("events: records still waiting for their sinks at exit are lost to them (the journal has them)");
   spdlog::info("stopped");
   return ok();

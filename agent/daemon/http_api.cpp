@@ -22,8 +22,6 @@
 namespace headroom {
 namespace {
 
-// A global OOM on a big host dumps every task: /v1/ooms keeps the largest (the journal all).
-constexpr std::size_t kTasksKept = 256;
 // A probe that takes longer than this is killed.
 constexpr auto kProbeTimeout = std::chrono::minutes(15);
 
@@ -33,8 +31,10 @@ HttpResponse jsonResponse(int status, const nlohmann::json& j) {
   return HttpResponse{status, "application/json", dumpJson(j) + "\n"};
 }
 
-HttpApi::HttpApi(Exporter& exporter, std::vector<std::string> probe_command, std::string probe_unavailable)
+HttpApi::HttpApi(Exporter& exporter, const KillBoard& kills, std::vector<std::string> probe_command,
+                 std::string probe_unavailable)
     : exporter_(exporter),
+      kills_(kills),
       probe_command_(std::move(probe_command)),
       probe_unavailable_(std::move(probe_unavailable)),
       started_mono_ns_(monotonicNs()) {}
@@ -61,7 +61,6 @@ std::map<std::string, HttpHandler> HttpApi::postRoutes() {
 void HttpApi::configure(const ApiSettings& s) {
   std::lock_guard lock(mu_);
   settings_ = s;
-  while (ooms_.size() > settings_.recent_ooms) ooms_.pop_front();
 }
 
 void HttpApi::publish(SamplePublication p) {
@@ -90,33 +89,6 @@ void HttpApi::publishSensors(std::vector<SensorStatus> sensors) {
   sensors_ = std::move(sensors);
 }
 
-void HttpApi::publishJournal(nlohmann::json state) {
-  std::lock_guard lock(mu_);
-  journal_ = std::move(state);
-}
-
-void HttpApi::publishEvents(nlohmann::json state) {
-  std::lock_guard lock(mu_);
-  events_ = std::move(state);
-}
-
-void HttpApi::publishOom(const OomEvent& e, const OomWorkloads& workloads) {
-  nlohmann::json j = toJson(e, workloads);
-  j["tasks_total"] = e.tasks.size();
-  if (e.tasks.size() > kTasksKept) {
-    auto& tasks = j["tasks"];
-    std::sort(tasks.begin(), tasks.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-      return a["rss_bytes"].get<std::uint64_t>() > b["rss_bytes"].get<std::uint64_t>();
-    });
-    tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(kTasksKept), tasks.end());
-  }
-  std::string dumped = dumpJson(j);
-  std::lock_guard lock(mu_);
-  ooms_.push_back(std::move(dumped));
-  ++ooms_total_;
-  while (ooms_.size() > settings_.recent_ooms) ooms_.pop_front();
-}
-
 std::optional<ProbeFinding> HttpApi::probeFinding(const std::string& cgroup) const {
   std::lock_guard lock(mu_);
   auto it = probe_findings_.find(cgroup);
@@ -138,6 +110,8 @@ HttpResponse HttpApi::metrics() {
 }
 
 HttpResponse HttpApi::healthz() const {
+  const nlohmann::json journal = kills_.journal();
+  const nlohmann::json events = kills_.events();
   std::lock_guard lock(mu_);
   std::int64_t now = monotonicNs();
   // Stalled: no sample for three intervals (and a second of slack for a slow one).
@@ -161,11 +135,11 @@ HttpResponse HttpApi::healthz() const {
   // said with why, and still 200. A liveness probe that restarted the agent for it would lose
   // those records and mend nothing: a full or read-only disk is the operator's to fix.
   j["degraded"] = nlohmann::json::array();
-  if (journal_.is_object() && journal_.value("state", "") == "degraded")
-    j["degraded"].push_back(fmt::format("journal: {}", journal_.value("reason", "")));
+  if (journal.is_object() && journal.value("state", "") == "degraded")
+    j["degraded"].push_back(fmt::format("journal: {}", journal.value("reason", "")));
   // A sink off the machine that fails: the journal has every record, the fleet view lacks them.
-  if (events_.is_object() && events_.contains("failing") && events_["failing"].is_array())
-    for (const auto& f : events_["failing"]) j["degraded"].push_back(fmt::format("events: {}", f.get<std::string>()));
+  if (events.is_object() && events.contains("failing") && events["failing"].is_array())
+    for (const auto& f : events["failing"]) j["degraded"].push_back(fmt::format("events: {}", f.get<std::string>()));
   if (status == 200 && !j["degraded"].empty()) j["status"] = "degraded";
   j["interval_seconds"] = static_cast<double>(interval_ns_) / 1e9;
   j["uptime_seconds"] = static_cast<double>(now - started_mono_ns_) / 1e9;
@@ -173,11 +147,10 @@ HttpResponse HttpApi::healthz() const {
   j["sample_failures_total"] = sample_failures_total_;
   j["last_error"] = last_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last_error_);
   j["version"] = std::string(kVersion);
-  j["journal"] = journal_;
-  j["events"] = events_;
+  j["journal"] = journal;
+  j["events"] = events;
   j["sensors"] = nlohmann::json::array();
-  for (const SensorStatus& s : sensors_)
-    j["sensors"].push_back({{"name", s.name}, {"state", toString(s.state)}, {"reason", s.reason}});
+  for (const SensorStatus& s : sensors_) j["sensors"].push_back(toJson(s));
   return jsonResponse(status, j);
 }
 
@@ -217,15 +190,7 @@ HttpResponse HttpApi::ooms(const HttpQuery& q) const {
     if (!n) return jsonResponse(400, {{"error", fmt::format("limit={}: not a count", it->second)}});
     limit = *n;
   }
-  std::lock_guard lock(mu_);
-  std::size_t skip = ooms_.size() > limit ? ooms_.size() - limit : 0;
-  std::string body = fmt::format(R"({{"total":{},"kept":{},"events":[)", ooms_total_, ooms_.size());
-  for (std::size_t i = skip; i < ooms_.size(); ++i) {
-    if (i > skip) body += ',';
-    body += ooms_[i];
-  }
-  body += "]}\n";
-  return HttpResponse{200, "application/json", std::move(body)};
+  return HttpResponse{200, "application/json", kills_.oomsPage(limit)};
 }
 
 HttpResponse HttpApi::probe(const HttpQuery& q) {

@@ -509,7 +509,7 @@ void emitHttp(SeriesSink& sink, const HttpServerStats& http) {
 void emitSensors(SeriesSink& sink, const Snapshot& snap, const SensorCounters& counters) {
   for (const SensorStatus& s : snap.sensors) {
     for (SensorState st : {SensorState::kActive, SensorState::kDegraded, SensorState::kOff}) {
-      sink.add(kSensorState, {s.name, toString(st)}, s.state == st ? 1 : 0);
+      sink.add(kSensorState, {toString(s.id), toString(st)}, s.state == st ? 1 : 0);
     }
   }
   sink.add(kRingDrops, {"oom"}, num(counters.oom_ring_drops));

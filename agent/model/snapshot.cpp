@@ -102,18 +102,7 @@ std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
   return lru > busy ? lru - busy : 0;
 }
 
-OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names,
-                          std::chrono::milliseconds wait) {
-  OomWorkloads out;
-  const auto deadline = WorkloadResolver::Clock::now() + wait;  // one wait for them all
-  if (!cgroup.empty()) out.cgroup = names.resolveBy(cgroup, deadline);
-  for (const OomVictim& v : e.victims)
-    out.victims.push_back(v.cgroup.empty() ? Workload{} : names.resolveBy(normaliseCgroupPath(v.cgroup), deadline));
-  return out;
-}
-
-std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors,
-                                              WorkloadResolver* names) {
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors) {
   auto snap = std::make_shared<Snapshot>();
   snap->wall_time_ns = raw.wall_time_ns;
   snap->monotonic_time_ns = raw.monotonic_time_ns;
@@ -235,8 +224,8 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     cs.bounds.push_back(Bound{"host", mi.mem_total, mi.mem_total - std::min(mi.mem_total, mi.mem_available), 0});
     cs.tightest = *std::min_element(cs.bounds.begin(), cs.bounds.end(),
                                     [](const Bound& x, const Bound& y) { return x.room() < y.room(); });
-    if (names != nullptr)
-      cs.workload = names->resolve(cg.path);
+    if (auto named = raw.workloads.find(cg.path); named != raw.workloads.end())
+      cs.workload = std::move(named->second);
     else
       cs.workload.identity = identifyCgroup(cg.path);
     cs.memory = std::move(cg);

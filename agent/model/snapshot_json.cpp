@@ -176,7 +176,9 @@ json toJson(const ProcessSnapshot& p) {
   };
 }
 
-json toJson(const SensorStatus& s) { return {{"name", s.name}, {"state", toString(s.state)}, {"reason", s.reason}}; }
+json toJson(const SensorStatus& s) {
+  return {{"name", toString(s.id)}, {"state", toString(s.state)}, {"reason", s.reason}};
+}
 
 json toJson(const Psi& p) { return {{"some", toJson(p.some)}, {"full", p.full ? toJson(*p.full) : json(nullptr)}}; }
 

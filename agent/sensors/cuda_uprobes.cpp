@@ -57,8 +57,8 @@ Result<std::map<std::string, std::size_t>> elfFunctionOffsets(const std::string&
 }  // namespace
 
 void Sensors::Impl::cudaFailed(const Error& e) {
-  if (status("cuda").state != SensorState::kActive)
-    set("cuda", SensorState::kDegraded, e.describe());
+  if (status(SensorId::kCuda).state != SensorState::kActive)
+    set(SensorId::kCuda, SensorState::kDegraded, e.describe());
   else
     spdlog::warn("cuda: {}", e.describe());
 }
@@ -73,9 +73,9 @@ void Sensors::Impl::attachConfiguredCuda() {
   }
   if (cuda_attached.empty()) {
     if (failure)
-      set("cuda", SensorState::kDegraded, failure->describe());
+      set(SensorId::kCuda, SensorState::kDegraded, failure->describe());
     else
-      set("cuda", SensorState::kOff, "no CUDA library found yet (libcuda.so.1)");
+      set(SensorId::kCuda, SensorState::kOff, "no CUDA library found yet (libcuda.so.1)");
   }
 }
 
@@ -125,7 +125,7 @@ Status Sensors::Impl::attachCudaNow(const std::string& path, bool runtime) {
   if (attached == 0)
     return notFound(fmt::format("no CUDA {} API symbol found in {}", runtime ? "runtime" : "driver", path));
   cuda_attached.insert(path);
-  SensorStatus& st = status("cuda");
+  SensorStatus& st = status(SensorId::kCuda);
   std::string what = fmt::format("{} ({} functions)", path, attached);
   st.reason = st.state == SensorState::kActive ? st.reason + ", " + what : "uprobes on " + what;
   st.state = SensorState::kActive;

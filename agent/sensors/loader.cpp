@@ -35,7 +35,7 @@ const ProgramVariant* fittingVariant(const SensorSpec& s, const TracepointSignat
 
 }  // namespace
 
-Status Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std::map<std::string, std::string>& notes) {
+Status Sensors::Impl::openAndLoad(const std::set<SensorId>& enabled, std::map<SensorId, std::string>& notes) {
   // Filled by hand: LIBBPF_OPTS is a GNU statement expression, not C++.
   bpf_object_open_opts opts{};
   opts.sz = sizeof(opts);
@@ -92,12 +92,12 @@ Status Sensors::Impl::openAndLoad(const std::set<std::string>& enabled, std::map
 void Sensors::Impl::startBpf() {
   routeLibbpfLogToSpdlog();
   vmlinux.reset(btf__load_vmlinux_btf());
-  std::map<std::string, std::string> notes;
-  std::set<std::string> enabled = {"oom", "exits"};
-  if (cfg.faults) enabled.insert("faults");
-  if (cfg.mmap) enabled.insert("mmap");
-  if (cfg.rss) enabled.insert("rss");
-  if (cfg.cuda) enabled.insert("cuda");
+  std::map<SensorId, std::string> notes;
+  std::set<SensorId> enabled = {SensorId::kOom, SensorId::kExits};
+  if (cfg.faults) enabled.insert(SensorId::kFaults);
+  if (cfg.mmap) enabled.insert(SensorId::kMmap);
+  if (cfg.rss) enabled.insert(SensorId::kRss);
+  if (cfg.cuda) enabled.insert(SensorId::kCuda);
 
   // Before load: switch off what this kernel lacks, and say so.
   for (const SensorSpec& s : detail::sensorTable()) {
@@ -113,7 +113,7 @@ void Sensors::Impl::startBpf() {
       set(s.sensor, SensorState::kDegraded, s.without);
     }
   }
-  for (const auto& s : {"faults", "mmap", "rss", "cuda"}) {
+  for (SensorId s : {SensorId::kFaults, SensorId::kMmap, SensorId::kRss, SensorId::kCuda}) {
     if (!enabled.count(s) && status(s).state == SensorState::kOff && status(s).reason.empty())
       set(s, SensorState::kOff, "switched off in the configuration");
   }
@@ -133,17 +133,17 @@ void Sensors::Impl::startBpf() {
             fmt::format("BPF not permitted ({}): needs CAP_BPF and CAP_PERFMON, or root", std::strerror(code)));
       return;
     }
-    std::string victim;
+    std::optional<SensorId> victim;
     if (const SensorSpec* s = detail::sensorOfProgram(failed); s != nullptr && enabled.count(s->sensor))
       victim = s->sensor;
-    for (const char* s : detail::kSacrificeOrder) {
-      if (victim.empty() && enabled.count(s)) victim = s;
+    for (SensorId s : detail::kSacrificeOrder) {
+      if (!victim && enabled.count(s)) victim = s;
     }
-    if (victim.empty()) return;
-    set(victim, SensorState::kDegraded,
+    if (!victim) return;
+    set(*victim, SensorState::kDegraded,
         failed.empty() ? fmt::format("{} (switched off so the rest could load)", st.error().describe())
                        : fmt::format("the kernel refused program {}: {}", failed, st.error().describe()));
-    enabled.erase(victim);
+    enabled.erase(*victim);
   }
 
   if (cfg.tracked_cgroups) {
@@ -184,10 +184,10 @@ void Sensors::Impl::startBpf() {
     return 0;
   };
   if (!rings || ring_buffer__add(rings.get(), bpf_map__fd(skel->maps.exit_ring), onExit, this) != 0) {
-    set("oom", SensorState::kDegraded, fmt::format("ring buffer: {}", std::strerror(errno)));
+    set(SensorId::kOom, SensorState::kDegraded, fmt::format("ring buffer: {}", std::strerror(errno)));
     rings.reset();
   }
-  if (enabled.count("cuda")) attachConfiguredCuda();
+  if (enabled.count(SensorId::kCuda)) attachConfiguredCuda();
 }
 
 Status Sensors::Impl::trackCgroupsNow(const std::vector<std::uint64_t>& ids) {

@@ -130,7 +130,7 @@ std::optional<ProcessActivity> Sensors::activity(pid_t tgid) const {
   __u32 key = static_cast<__u32>(tgid);
   proc_activity pa{};
   bool has = bpf_map_lookup_elem(bpf_map__fd(m.skel->maps.proc_activity), &key, &pa) == 0;
-  return m.activityOf(tgid, has ? &pa : nullptr, m.active("rss"), m.active("faults"));
+  return m.activityOf(tgid, has ? &pa : nullptr, m.active(SensorId::kRss), m.active(SensorId::kFaults));
 }
 
 std::optional<GpuMemory> Sensors::gpu(pid_t tgid) const {
@@ -187,7 +187,7 @@ SensorReadings Sensors::readings(const std::vector<ProcessSample>& processes) co
     activities = dumpByTgid<proc_activity>(bpf_map__fd(m.skel->maps.proc_activity));
     gpus = dumpByTgid<gpu_mem>(bpf_map__fd(m.skel->maps.gpu_mem));
   }
-  const bool rss = m.active("rss"), faults = m.active("faults");
+  const bool rss = m.active(SensorId::kRss), faults = m.active(SensorId::kFaults);
   for (const ProcessSample& p : processes) {
     auto key = static_cast<__u32>(p.pid);
     std::optional<GpuMemory> gpu;

@@ -21,7 +21,7 @@ std::vector<const char*> cudaPrograms() {
 
 std::vector<SensorSpec> makeTable() {
   return {
-      {"oom",
+      {SensorId::kOom,
        AttachKind::kTpBtf,
        "mark_victim",
        {{"mark_victim_task", victimTask, "victim task_struct"}, {"mark_victim_pid", nullptr, "victim pid only"}},
@@ -29,7 +29,7 @@ std::vector<SensorSpec> makeTable() {
        {{"start_task_reaping", "start_task_reaping"}, {"finish_task_reaping", "finish_task_reaping"}},
        "",
        "OOM kills come from /dev/kmsg alone"},
-      {"exits",
+      {SensorId::kExits,
        AttachKind::kTpBtf,
        "sched_process_exit",
        {{"handle_exit", nullptr, ""}},
@@ -37,7 +37,7 @@ std::vector<SensorSpec> makeTable() {
        {},
        "",
        "exits are not classified in the kernel"},
-      {"faults",
+      {SensorId::kFaults,
        AttachKind::kTpBtf,
        "page_fault_user",
        {{"count_fault", nullptr, ""}},
@@ -45,7 +45,7 @@ std::vector<SensorSpec> makeTable() {
        {},
        "",
        "x86 only; /proc/<pid>/stat still has the counts"},
-      {"mmap",
+      {SensorId::kMmap,
        AttachKind::kTracepoint,
        "",
        {},
@@ -54,7 +54,7 @@ std::vector<SensorSpec> makeTable() {
        {},
        "tp/syscalls/sys_{enter,exit}_{mmap,munmap,mremap,mlock,mlock2,munlock}",
        "syscall tracepoints unavailable (tracefs not mounted and cannot be mounted)"},
-      {"rss",
+      {SensorId::kRss,
        AttachKind::kTpBtf,
        "rss_stat",
        {{"rss_stat_old", rssWithCount, "before 6.2: fires on counter sync"},
@@ -63,7 +63,7 @@ std::vector<SensorSpec> makeTable() {
        {},
        "",
        "RSS comes from /proc"},
-      {"cuda", AttachKind::kUprobe, "", {}, cudaPrograms(), {}, "", "no CUDA memory per process"},
+      {SensorId::kCuda, AttachKind::kUprobe, "", {}, cudaPrograms(), {}, "", "no CUDA memory per process"},
   };
 }
 
@@ -99,7 +99,7 @@ const std::vector<SensorSpec>& sensorTable() {
   return table;
 }
 
-const SensorSpec* findSensor(std::string_view sensor) {
+const SensorSpec* findSensor(SensorId sensor) {
   const auto& t = sensorTable();
   auto it = std::find_if(t.begin(), t.end(), [&](const SensorSpec& s) { return sensor == s.sensor; });
   return it == t.end() ? nullptr : &*it;

@@ -21,8 +21,6 @@
 namespace headroom {
 namespace {
 
-// The states every Sensors lists, in this order.
-constexpr std::array<const char*, 8> kSensorNames = {"oom", "kmsg", "exits", "faults", "mmap", "rss", "cuda", "tasks"};
 // A consumer that never takes exits must not grow the queue without limit.
 constexpr std::size_t kMaxQueuedExits = 65536;
 // Ancestors read at a kill: deeper than any real hierarchy, and bounded.
@@ -30,16 +28,17 @@ constexpr int kMaxReadAtKillDepth = 16;
 
 }  // namespace
 
-SensorStatus& Sensors::Impl::status(const std::string& name) {
+SensorStatus& Sensors::Impl::status(SensorId id) {
   for (auto& s : statuses) {
-    if (s.name == name) return s;
+    if (s.id == id) return s;
   }
-  statuses.push_back(SensorStatus{name, SensorState::kOff, ""});
+  statuses.push_back(SensorStatus{id, SensorState::kOff, ""});
   return statuses.back();
 }
 
-void Sensors::Impl::set(const std::string& name, SensorState st, std::string reason) {
-  SensorStatus& s = status(name);
+void Sensors::Impl::set(SensorId id, SensorState st, std::string reason) {
+  SensorStatus& s = status(id);
+  const char* name = toString(id);
   s.state = st;
   s.reason = std::move(reason);
   if (st == SensorState::kDegraded)
@@ -48,7 +47,7 @@ void Sensors::Impl::set(const std::string& name, SensorState st, std::string rea
     spdlog::info("sensor {} {}: {}", name, toString(st), s.reason);
 }
 
-std::string Sensors::Impl::tracepoint(const std::string& sensor, const std::string& dflt) const {
+std::string Sensors::Impl::tracepoint(SensorId sensor, const std::string& dflt) const {
   auto it = cfg.tracepoints.find(sensor);
   return it == cfg.tracepoints.end() ? dflt : it->second;
 }
@@ -109,26 +108,26 @@ void Sensors::Impl::onExitRecord(const void* data, std::size_t size) {
 
 void Sensors::Impl::startKmsg() {
   if (!cfg.kmsg) {
-    set("kmsg", SensorState::kOff, "switched off in the configuration");
+    set(SensorId::kKmsg, SensorState::kOff, "switched off in the configuration");
     return;
   }
   auto r = KmsgReader::open(*fs, false);
   if (!r) {
-    set("kmsg", SensorState::kDegraded, r.error().describe());
+    set(SensorId::kKmsg, SensorState::kDegraded, r.error().describe());
     return;
   }
   kmsg.emplace(std::move(*r));
-  set("kmsg", SensorState::kActive, fs->display("/dev/kmsg"));
+  set(SensorId::kKmsg, SensorState::kActive, fs->display("/dev/kmsg"));
 }
 
 void Sensors::Impl::startTasks() {
   if (!cfg.bpf) return;  // said with the other BPF sensors
   if (!cfg.tasks) {
-    set("tasks", SensorState::kOff, "switched off in the configuration: every process read from /proc");
+    set(SensorId::kTasks, SensorState::kOff, "switched off in the configuration: every process read from /proc");
     return;
   }
   if (!hierarchy) {
-    set("tasks", SensorState::kDegraded, "no memory cgroup hierarchy: every process read from /proc");
+    set(SensorId::kTasks, SensorState::kDegraded, "no memory cgroup hierarchy: every process read from /proc");
     return;
   }
   // The sensors' per-process maps read in the same pass, when the sensors' object is loaded.
@@ -136,11 +135,12 @@ void Sensors::Impl::startTasks() {
   int gpu_fd = skel ? bpf_map__fd(skel->maps.gpu_mem) : -1;
   auto it = TaskIterator::open(hierarchy->version(), activity_fd, gpu_fd);
   if (!it) {
-    set("tasks", SensorState::kDegraded, it.error().describe() + "; every process read from /proc");
+    set(SensorId::kTasks, SensorState::kDegraded, it.error().describe() + "; every process read from /proc");
     return;
   }
   tasks = std::move(*it);
-  set("tasks", SensorState::kActive, "iter/task: every process in one read; /proc for cmdline, new cgroups and PSS");
+  set(SensorId::kTasks, SensorState::kActive,
+      "iter/task: every process in one read; /proc for cmdline, new cgroups and PSS");
 }
 
 Sensors::Sensors(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -153,19 +153,19 @@ std::unique_ptr<Sensors> Sensors::start(const FsRoot& fs, const SensorsConfig& c
   impl->mounts = mounts;
   if (const CgroupMount* m = mounts.memoryMount()) impl->hierarchy.emplace(fs, mounts.memoryVersion(), *m);
   if (impl->hierarchy) impl->cgroups.emplace(*impl->hierarchy);
-  for (const char* n : kSensorNames) impl->status(n);
+  for (SensorId id : kAllSensors) impl->status(id);
   if (cfg.bpf) {
     impl->startBpf();
   } else {
-    for (const char* n : kSensorNames) {
-      if (std::string_view(n) != "kmsg") impl->set(n, SensorState::kOff, "BPF switched off (--no-bpf)");
+    for (SensorId id : kAllSensors) {
+      if (id != SensorId::kKmsg) impl->set(id, SensorState::kOff, "BPF switched off (--no-bpf)");
     }
   }
   impl->startKmsg();
   impl->startTasks();
   OomJoiner::Options jo;
-  jo.expect_bpf = impl->status("oom").state == SensorState::kActive;
-  jo.expect_kmsg = impl->status("kmsg").state == SensorState::kActive;
+  jo.expect_bpf = impl->status(SensorId::kOom).state == SensorState::kActive;
+  jo.expect_kmsg = impl->status(SensorId::kKmsg).state == SensorState::kActive;
   impl->joiner = OomJoiner(jo);
   if (impl->cgroups) impl->cgroups->rebuild();
   return std::unique_ptr<Sensors>(new Sensors(std::move(impl)));
@@ -232,7 +232,7 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
         // Without BPF's mark the report is the first word of the kill: the files are read now.
         std::vector<CgroupMemory> read;
         std::int64_t read_ns = 0;
-        if (m.status("oom").state != SensorState::kActive && m.hierarchy) {
+        if (m.status(SensorId::kOom).state != SensorState::kActive && m.hierarchy) {
           read_ns = monotonicNs();
           std::string where = report->task_memcg ? *report->task_memcg : report->oom_memcg.value_or("");
           if (auto rel = m.hierarchy->toMountRelative(where)) read = m.readAtKill(*rel);

@@ -73,10 +73,10 @@ struct Sensors::Impl {
   bool poll_warned = false;
 
   // ---- the state registry (sensors.cpp) ----
-  SensorStatus& status(const std::string& name);
-  void set(const std::string& name, SensorState st, std::string reason);
+  SensorStatus& status(SensorId id);
+  void set(SensorId id, SensorState st, std::string reason);
   // The tracepoint a sensor attaches to: its own, or the config's override.
-  std::string tracepoint(const std::string& sensor, const std::string& dflt) const;
+  std::string tracepoint(SensorId sensor, const std::string& dflt) const;
   TracepointSignature signature(const std::string& name) const { return tracepointSignature(name, vmlinux.get()); }
   bpf_program* program(const char* name) const {
     return skel ? bpf_object__find_program_by_name(skel->obj, name) : nullptr;
@@ -97,7 +97,7 @@ struct Sensors::Impl {
   void startBpf();
   // Opens the object with the given sensors' programs on (each the variant this kernel fits);
   // `notes` gets what each attaches to. Returns why a load failed.
-  Status openAndLoad(const std::set<std::string>& enabled, std::map<std::string, std::string>& notes);
+  Status openAndLoad(const std::set<SensorId>& enabled, std::map<SensorId, std::string>& notes);
   Status trackCgroupsNow(const std::vector<std::uint64_t>& ids);
 
   // ---- the per-process maps (maps.cpp) ----
@@ -105,12 +105,7 @@ struct Sensors::Impl {
   // A process's counters: its mapping activity (`pa`, from the map, or none), RSS and faults
   // when those sensors are on.
   std::optional<ProcessActivity> activityOf(pid_t tgid, const proc_activity* pa, bool rss, bool faults);
-  bool active(const char* sensor) const {
-    for (const SensorStatus& s : statuses) {
-      if (s.name == sensor) return s.state == SensorState::kActive;
-    }
-    return false;
-  }
+  bool active(SensorId sensor) const { return sensorActive(statuses, sensor); }
 
   // ---- CUDA (cuda_uprobes.cpp) ----
   Status attachCudaNow(const std::string& path, bool runtime);

@@ -278,6 +278,10 @@ void WorkloadResolver::askEngines() {
   }
 }
 
+void WorkloadResolver::name(RawSample& raw) {
+  for (const CgroupMemory& cg : raw.cgroups) raw.workloads.insert_or_assign(cg.path, resolve(cg.path));
+}
+
 bool WorkloadResolver::idle(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(mu_);
   return answered_.wait_for(lock, wait, [this] { return pending_.empty(); });

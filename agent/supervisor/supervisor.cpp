@@ -104,7 +104,7 @@ struct Supervisor::Impl {
   std::unique_ptr<Sensors> sensors;
   std::optional<BudgetController> ctl;
   std::optional<ProbeFinding> probe;
-  TreeFigures last_tree;
+  ChargedFigures last_tree;
 };
 
 Supervisor::Supervisor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -150,9 +150,9 @@ Status Supervisor::Impl::prepare() {
   std::vector<std::string> sources;
   for (const SensorStatus& s : sensors->status()) {
     if (s.state != SensorState::kActive) continue;
-    if (s.name == "oom") sources.push_back("mark_victim (BPF)");
-    if (s.name == "kmsg") sources.push_back("/dev/kmsg");
-    if (s.name == "exits") sources.push_back("exit codes (BPF)");
+    if (s.id == SensorId::kOom) sources.push_back("mark_victim (BPF)");
+    if (s.id == SensorId::kKmsg) sources.push_back("/dev/kmsg");
+    if (s.id == SensorId::kExits) sources.push_back("exit codes (BPF)");
   }
   sources.push_back(fmt::format("{}'s oom_kill counter", cgroup.path()));
   say(fmt::format("OOM evidence from: {}", fmt::join(sources, ", ")));
@@ -167,18 +167,9 @@ Result<std::shared_ptr<const Snapshot>> Supervisor::Impl::sample(const std::set<
   if (!raw) return raw.error();
   SensorReadings readings = sensors->readings(raw->processes);
   auto snap = buildSnapshot(std::move(*raw), RoleMatcher{}, std::move(readings));
-  TreeFigures f;
+  ChargedFigures f;
   for (const ProcessSnapshot& p : snap->processes) {
-    if (!tree.count(p.sample.pid)) continue;
-    const ProcStatus& s = p.sample.status;
-    std::uint64_t pinned = p.attribution.pinned ? p.attribution.pinned->live_bytes : 0;
-    f.charge += s.vm_rss + s.vm_pte;
-    if (p.attribution.pinned && p.attribution.pinned->residency == PinnedOverlay::Residency::kOutsideRss)
-      f.charge += pinned;
-    f.pinned += std::max(s.vm_lck, pinned);
-    f.page_tables += s.vm_pte;
-    f.kernel += p.attribution.overhead_share > s.vm_pte ? p.attribution.overhead_share - s.vm_pte : 0;
-    ++f.processes;
+    if (tree.count(p.sample.pid) != 0) f += chargedFigures(p);
   }
   if (f.processes > 0) last_tree = f;
   return snap;
@@ -198,11 +189,7 @@ std::uint64_t Supervisor::Impl::held() const {
   return cg->usage > r ? cg->usage - r : 0;
 }
 
-bool Supervisor::Impl::oomSourceActive() const {
-  return std::any_of(sensors->status().begin(), sensors->status().end(), [](const SensorStatus& s) {
-    return (s.name == "oom" || s.name == "kmsg") && s.state == SensorState::kActive;
-  });
-}
+bool Supervisor::Impl::oomSourceActive() const { return namesOomVictims(sensors->status()); }
 
 Result<pid_t> Supervisor::Impl::spawn(const BudgetDecision& d, unsigned attempt) {
   SpawnSpec s;

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <csignal>
 
-#include "headroom/model/at_kill.h"
 #include "headroom/sources/cgroup.h"
 
 namespace headroom {
@@ -117,36 +116,17 @@ Verdict classifyAttempt(const AttemptEvidence& ev) {
   }
 
   if (out.prover_oom || out.other_oom) {
-    KillEvidence k;
-    k.time_ns = ev.now_ns;
-    k.what = out.evidence;
-    k.prover_victim = out.prover_oom;
-    k.budget = ev.budget;
-    k.charge = ev.last_tree.charge;
-    if (prover_victim != nullptr) {
-      if (auto charge = prover_victim->charge()) k.charge = *charge;  // the kernel's figures at the kill
-    }
-    k.page_tables =
-        prover_victim != nullptr && prover_victim->pgtables ? *prover_victim->pgtables : ev.last_tree.page_tables;
-    k.pinned = ev.last_tree.pinned;
-    k.kernel = ev.last_tree.kernel;
-    k.self_reported = ev.self_reported;
+    // The prover's tree as last sampled stands for it; the kernel's figures for its victim, when
+    // they came, are its charge at the kill.
+    const KillVictim victim{out.prover_oom ? prover_victim : nullptr, out.prover_oom, ev.last_tree};
     // The kill's own numbers, when the OOM domain is the prover's cgroup (or inside it).
     const OomEvent* event = prover_event;
     for (const OomEvent& e : ev.ooms) {
       if (event == nullptr && !e.victims.empty()) event = &e;
     }
-    if (event != nullptr) {
-      if (auto b = breakdownAtKill(*event)) {
-        if (auto o = overheadAtKill(*b, ev.cgroup)) {
-          k.charge = std::max(k.charge, o->charge);
-          k.page_tables = o->exact ? o->page_tables : std::max(k.page_tables, o->page_tables);
-          k.kernel = o->exact ? o->kernel : std::max(k.kernel, o->kernel);
-          k.what += fmt::format("; overhead at the kill from {}", o->source);
-        }
-      }
-    }
-    out.kill = k;
+    out.kill = killEvidence(std::span(&victim, 1), event, ev.cgroup, ev.now_ns, out.evidence);
+    out.kill->budget = ev.budget;
+    out.kill->self_reported = ev.self_reported;
   }
   return out;
 }

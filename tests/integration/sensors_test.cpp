@@ -50,9 +50,9 @@ std::unique_ptr<Sensors> startSensors(const Env& env, SensorsConfig cfg = {}) {
   return s;
 }
 
-SensorState stateOf(const Sensors& s, const std::string& name) {
+SensorState stateOf(const Sensors& s, SensorId id) {
   for (const auto& st : s.status()) {
-    if (st.name == name) return st.state;
+    if (st.id == id) return st.state;
   }
   return SensorState::kOff;
 }
@@ -88,10 +88,11 @@ TEST(Sensors, EveryTracepointSensorIsActiveHere) {
   SKIP_WITHOUT_BPF();
   Env env;
   auto s = startSensors(env);
-  for (const char* name : {"oom", "kmsg", "exits", "faults", "mmap", "rss"}) {
-    EXPECT_EQ(stateOf(*s, name), SensorState::kActive) << name;
+  for (SensorId id :
+       {SensorId::kOom, SensorId::kKmsg, SensorId::kExits, SensorId::kFaults, SensorId::kMmap, SensorId::kRss}) {
+    EXPECT_EQ(stateOf(*s, id), SensorState::kActive) << toString(id);
   }
-  EXPECT_EQ(stateOf(*s, "cuda"), SensorState::kOff) << "no libcuda on this machine until one is given";
+  EXPECT_EQ(stateOf(*s, SensorId::kCuda), SensorState::kOff) << "no libcuda on this machine until one is given";
 }
 
 // A real OOM kill: the victim, the trigger, the cgroup and the figures, from both sources,
@@ -290,7 +291,7 @@ TEST(Sensors, CudaDriverApiOnAStandInLibrary) {
   Env env;
   auto s = startSensors(env);
   ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_FAKE, false));
-  EXPECT_EQ(stateOf(*s, "cuda"), SensorState::kActive);
+  EXPECT_EQ(stateOf(*s, SensorId::kCuda), SensorState::kActive);
   ChildProcess c = spawnReady({HEADROOM_CUDA_CLIENT, HEADROOM_CUDA_FAKE});
   auto g = s->gpu(c.pid());
   ASSERT_TRUE(g.has_value());
@@ -366,8 +367,8 @@ TEST(Sensors, NoBpfStillCatchesOomKillsFromKmsg) {
   SensorsConfig cfg;
   cfg.bpf = false;
   auto s = startSensors(env, cfg);
-  EXPECT_EQ(stateOf(*s, "oom"), SensorState::kOff);
-  ASSERT_EQ(stateOf(*s, "kmsg"), SensorState::kActive);
+  EXPECT_EQ(stateOf(*s, SensorId::kOom), SensorState::kOff);
+  ASSERT_EQ(stateOf(*s, SensorId::kKmsg), SensorState::kActive);
   auto sb = CgroupSandbox::create("headroom-oom-nobpf");
   ASSERT_TRUE(sb) << sb.error().describe();
   ASSERT_TRUE(sb->setLimit(48 * kMiB));
@@ -423,16 +424,16 @@ TEST(Sensors, AMissingTracepointDegradesOneSensorOnly) {
   SKIP_WITHOUT_BPF();
   Env env;
   SensorsConfig cfg;
-  cfg.tracepoints["faults"] = "page_fault_user_no_such_tracepoint";
+  cfg.tracepoints[SensorId::kFaults] = "page_fault_user_no_such_tracepoint";
   auto s = startSensors(env, cfg);
-  EXPECT_EQ(stateOf(*s, "faults"), SensorState::kDegraded);
+  EXPECT_EQ(stateOf(*s, SensorId::kFaults), SensorState::kDegraded);
   for (const auto& st : s->status()) {
-    if (st.name == "faults") {
+    if (st.id == SensorId::kFaults) {
       EXPECT_NE(st.reason.find("page_fault_user_no_such_tracepoint"), std::string::npos);
     }
   }
-  for (const char* name : {"oom", "kmsg", "exits", "mmap", "rss"}) {
-    EXPECT_EQ(stateOf(*s, name), SensorState::kActive) << name;
+  for (SensorId id : {SensorId::kOom, SensorId::kKmsg, SensorId::kExits, SensorId::kMmap, SensorId::kRss}) {
+    EXPECT_EQ(stateOf(*s, id), SensorState::kActive) << toString(id);
   }
   ChildProcess c = spawnReady({HEADROOM_WORKLOAD, "--map-unmap", std::to_string(8 * kMiB)});
   auto a = s->activity(c.pid());
@@ -446,12 +447,12 @@ TEST(Sensors, CudaLibraryIsFoundInAProcesssMaps) {
   Env env;
   auto s = startSensors(env);
   ChildProcess c = spawnReady({HEADROOM_CUDA_CLIENT, HEADROOM_CUDA_FAKE});
-  EXPECT_EQ(stateOf(*s, "cuda"), SensorState::kOff);
+  EXPECT_EQ(stateOf(*s, SensorId::kCuda), SensorState::kOff);
   s->discoverCuda({c.pid()});
-  EXPECT_EQ(stateOf(*s, "cuda"), SensorState::kActive);
+  EXPECT_EQ(stateOf(*s, SensorId::kCuda), SensorState::kActive);
   bool named = false;
   for (const auto& st : s->status()) {
-    if (st.name == "cuda") named = st.reason.find("fake-driver/libcuda.so.1") != std::string::npos;
+    if (st.id == SensorId::kCuda) named = st.reason.find("fake-driver/libcuda.so.1") != std::string::npos;
   }
   EXPECT_TRUE(named);
   // From now on its calls count: destroying the context is seen (nothing was live yet).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "headroom/controller/controller.h"
+#include "headroom/controller/prover_budget.h"
 #include "headroom/exporter/http.h"
 #include "headroom/exporter/web_config.h"
 #include "headroom/model/roles.h"
@@ -20,20 +21,6 @@
 #include "headroom/util/result.h"
 
 namespace headroom {
-
-// [budget]: the prover's budget, recomputed every tick and served on /v1/budget.
-struct BudgetConfig {
-  // Computed when a prover role rule exists or `cgroup` is set; /v1/budget says why not otherwise.
-  bool enabled = true;
-  // The prover's memory cgroup; "": the watched cgroup the largest prover-role process is
-  // attributed to (remembered when the prover is not running, so a launch script still gets one).
-  std::string cgroup;
-  BudgetPolicy policy;     // margin_floor ... hysteresis; max_retries is `headroom run`'s alone
-  std::string state_file;  // the learned margin; "": defaultStatePath(cgroup)
-  std::string file;        // written atomically at each new generation for launch scripts; "": none
-
-  bool operator==(const BudgetConfig&) const = default;
-};
 
 // [journal]: the durable record of every OOM kill (docs/journal.md).
 struct JournalConfig {

@@ -1,7 +1,7 @@
 // The agent's HTTP API: GET /metrics, /healthz, /v1/snapshot, /v1/budget, /v1/ooms and POST
 // /v1/probe (docs/api.md). The handlers run on the server's threads and answer from one state
 // that the main thread publishes under one mutex after each sample; /metrics renders under the
-// exporter's own lock.
+// exporter's own lock, /v1/ooms and the journal's health come from the kill path's board.
 #pragma once
 
 #include <atomic>
@@ -19,6 +19,7 @@
 #include "headroom/controller/controller.h"
 #include "headroom/exporter/exporter.h"
 #include "headroom/exporter/http.h"
+#include "headroom/incidents/kill_board.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/oom_event.h"
 
@@ -29,7 +30,6 @@ struct ApiSettings {
   bool probe_enabled = false;
   std::chrono::milliseconds probe_min_interval{600000};
   std::string probe_cgroup;
-  std::size_t recent_ooms = 256;  // OOM events kept for /v1/ooms
 };
 
 // One sample's publication: /v1/budget never shows a generation /metrics does not have yet, so it
@@ -51,7 +51,8 @@ class HttpApi {
  public:
   // `probe_command`: the command line that runs `headroom probe` (its binary, --root); empty with
   // `probe_unavailable` saying why when the agent's own binary could not be found.
-  HttpApi(Exporter& exporter, std::vector<std::string> probe_command, std::string probe_unavailable = "");
+  HttpApi(Exporter& exporter, const KillBoard& kills, std::vector<std::string> probe_command,
+          std::string probe_unavailable = "");
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
 
@@ -63,9 +64,6 @@ class HttpApi {
   void publish(SamplePublication p);
   void publishSampleFailure(std::uint64_t failures_total, const std::string& error);
   void publishSensors(std::vector<SensorStatus> sensors);
-  void publishJournal(nlohmann::json state);  // for /healthz
-  void publishEvents(nlohmann::json state);   // for /healthz: EventSink::state()
-  void publishOom(const OomEvent& e, const OomWorkloads& workloads);
   // The last probe of `cgroup` requested through the API, for the budget's cap.
   std::optional<ProbeFinding> probeFinding(const std::string& cgroup) const;
   // A probe allocates in the prover's cgroup now: the budget holds still.
@@ -86,6 +84,7 @@ class HttpApi {
  private:
   using Clock = std::chrono::steady_clock;
   Exporter& exporter_;
+  const KillBoard& kills_;
   const std::vector<std::string> probe_command_;
   const std::string probe_unavailable_;
   const std::int64_t started_mono_ns_;
@@ -94,10 +93,6 @@ class HttpApi {
   ApiSettings settings_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<SensorStatus> sensors_;
-  nlohmann::json journal_{nlohmann::json::value_t::null};
-  nlohmann::json events_{nlohmann::json::value_t::null};
-  std::deque<std::string> ooms_;  // each event dumped, so its size is what it costs
-  std::uint64_t ooms_total_ = 0;
   std::int64_t last_sample_mono_ns_ = 0;  // 0: none yet
   std::int64_t interval_ns_ = 0;
   std::uint64_t samples_total_ = 0;

@@ -19,7 +19,6 @@
 #include "headroom/sources/oom_report.h"
 #include "headroom/sources/procfs.h"
 #include "headroom/sources/workload.h"
-#include "headroom/sources/workload_names.h"
 #include "headroom/util/shared_string.h"
 
 namespace headroom {
@@ -179,13 +178,9 @@ struct OomWorkloads {
   Workload cgroup;
   std::vector<Workload> victims;
 };
-// `wait`: how long each may wait for an engine's answer (WorkloadResolver::resolve).
-OomWorkloads oomWorkloads(const OomEvent& e, std::string_view cgroup, WorkloadResolver& names,
-                          std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
 // Builds the snapshot from one collection and what the sensors knew of it. Each cgroup's
-// workload: its identity from the path, and the names `names` finds (none without it).
-std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {},
-                                              WorkloadResolver* names = nullptr);
+// workload: the sample's (raw.workloads, names included), else its identity from the path.
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {});
 
 }  // namespace headroom

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "headroom/sensors/readings.h"
+
 namespace headroom {
 
 struct SensorsConfig {
@@ -27,9 +29,9 @@ struct SensorsConfig {
   // targets: libcudart or binaries with the runtime linked in (optional second attach point).
   std::vector<std::string> cuda_libraries;
   std::vector<std::string> cuda_runtime_targets;
-  // Tracepoint names by sensor ("faults" -> "page_fault_user"), to point a sensor elsewhere;
-  // a name this kernel lacks makes that sensor degraded (tests use it to simulate).
-  std::map<std::string, std::string> tracepoints;
+  // Tracepoint names by sensor (faults -> "page_fault_user"), to point a sensor elsewhere; a
+  // name this kernel lacks makes that sensor degraded (tests use it to simulate).
+  std::map<SensorId, std::string> tracepoints;
 
   bool operator==(const SensorsConfig&) const = default;
 };

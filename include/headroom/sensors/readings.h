@@ -4,10 +4,12 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace headroom {
@@ -22,11 +24,50 @@ inline const char* toString(SensorState s) {
   return "unknown";
 }
 
+// Every sensor, in the order their states are listed. Their names (toString) are what the logs,
+// the metrics' `sensor` label, the JSON and the --tracepoint flag say.
+enum class SensorId { kOom, kKmsg, kExits, kFaults, kMmap, kRss, kCuda, kTasks };
+inline constexpr std::array<SensorId, 8> kAllSensors = {SensorId::kOom,    SensorId::kKmsg, SensorId::kExits,
+                                                        SensorId::kFaults, SensorId::kMmap, SensorId::kRss,
+                                                        SensorId::kCuda,   SensorId::kTasks};
+inline const char* toString(SensorId id) {
+  switch (id) {
+    case SensorId::kOom: return "oom";
+    case SensorId::kKmsg: return "kmsg";
+    case SensorId::kExits: return "exits";
+    case SensorId::kFaults: return "faults";
+    case SensorId::kMmap: return "mmap";
+    case SensorId::kRss: return "rss";
+    case SensorId::kCuda: return "cuda";
+    case SensorId::kTasks: return "tasks";
+  }
+  return "unknown";
+}
+// The sensor a name says ("faults"), or nullopt.
+inline std::optional<SensorId> sensorIdFromName(std::string_view name) {
+  for (SensorId id : kAllSensors) {
+    if (name == toString(id)) return id;
+  }
+  return std::nullopt;
+}
+
 struct SensorStatus {
-  std::string name;  // oom, kmsg, exits, faults, mmap, rss, cuda
+  SensorId id = SensorId::kOom;
   SensorState state = SensorState::kOff;
   std::string reason;  // why degraded or off; what it attached to when active
 };
+// Whether `id` is active among `statuses`.
+inline bool sensorActive(const std::vector<SensorStatus>& statuses, SensorId id) {
+  for (const SensorStatus& s : statuses) {
+    if (s.id == id) return s.state == SensorState::kActive;
+  }
+  return false;
+}
+// Whether a kernel source names each OOM kill's victims: oom:mark_victim (BPF) or the kernel's
+// own report in /dev/kmsg. Without one, kills are only counted (the cgroups' oom_kill counters).
+inline bool namesOomVictims(const std::vector<SensorStatus>& statuses) {
+  return sensorActive(statuses, SensorId::kOom) || sensorActive(statuses, SensorId::kKmsg);
+}
 
 // Per process, what the sensors counted (all cumulative since the process was first seen).
 struct ProcessActivity {

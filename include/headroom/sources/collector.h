@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "headroom/sources/cgroup.h"
@@ -16,6 +17,7 @@
 #include "headroom/sources/fs_root.h"
 #include "headroom/sources/process_cache.h"
 #include "headroom/sources/procfs.h"
+#include "headroom/sources/workload.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/result.h"
 
@@ -77,6 +79,9 @@ struct RawSample {
   std::vector<CgroupMemory> cgroups;              // the watched cgroups
   std::map<std::string, CgroupMemory> ancestors;  // their ancestors, by path (bounds)
   std::vector<ProcessSample> processes;           // every process in a watched cgroup's subtree
+  // The watched cgroups' workloads by path, where their names were looked up
+  // (WorkloadResolver::name); a cgroup without one is known by its path alone.
+  std::unordered_map<std::string, Workload> workloads;
   pid_t self_pid = 0;
   std::optional<pid_t> focus_pid;  // --pid: the process the user asked about
   CollectStats stats;

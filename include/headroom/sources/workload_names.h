@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "headroom/sources/collector.h"
 #include "headroom/sources/fs_root.h"
 #include "headroom/sources/kube_names.h"
 #include "headroom/sources/workload.h"
@@ -83,6 +84,9 @@ class WorkloadResolver {
   }
   // The same, waiting until `deadline` at the latest: one deadline for several cgroups.
   Workload resolveBy(std::string_view path, Clock::time_point deadline);
+  // The workload of each watched cgroup of a sample, into raw.workloads (never waits): the names
+  // reach the model with the sample.
+  void name(RawSample& raw);
   // Waits until no engine is being asked (at most `wait`): true when none is. For a one-shot
   // reader (`headroom snapshot`): resolve every cgroup, wait, resolve again.
   bool idle(std::chrono::milliseconds wait);

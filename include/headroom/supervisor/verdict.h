@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "headroom/controller/controller.h"
+#include "headroom/controller/kill_evidence.h"
 #include "headroom/sensors/oom_event.h"
 
 namespace headroom {
@@ -28,15 +29,6 @@ struct ProverTree {
   void noteExit(const ExitEvent& x);
 };
 
-// The prover's processes as last sampled: what the kill evidence needs from them.
-struct TreeFigures {
-  std::uint64_t charge = 0;  // RSS + page tables (+ pinned outside RSS)
-  std::uint64_t pinned = 0;  // per process the larger of VmLck and live pinned (CUDA) bytes
-  std::uint64_t page_tables = 0;
-  std::uint64_t kernel = 0;  // share of the cgroup's other kernel memory
-  std::size_t processes = 0;
-};
-
 struct AttemptEvidence {
   pid_t child = 0;
   int wait_status = 0;
@@ -47,7 +39,7 @@ struct AttemptEvidence {
   std::optional<std::uint64_t> oom_kills_before, oom_kills_after;  // the cgroup's own counter
   bool oom_source_active = false;              // mark_victim (BPF) or /dev/kmsg could have named a victim
   std::uint64_t budget = 0;                    // what the attempt was given
-  TreeFigures last_tree;                       // the prover's figures at the last sample
+  ChargedFigures last_tree;                    // the prover's tree's figures at the last sample
   std::optional<std::uint64_t> self_reported;  // what the prover said it used, at the end
   std::int64_t now_ns = 0;                     // CLOCK_MONOTONIC of the verdict
 };

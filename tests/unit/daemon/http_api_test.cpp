@@ -19,11 +19,12 @@ using ::testing::HasSubstr;
 
 struct Served {
   Exporter exporter{ExporterLimits{}};
+  KillBoard kills;  // what the kill path publishes
   HttpApi api;
   std::unique_ptr<HttpServer> server;
 
   explicit Served(std::vector<std::string> probe_command = {}, std::string unavailable = "no probe here")
-      : api(exporter, std::move(probe_command), std::move(unavailable)) {
+      : api(exporter, kills, std::move(probe_command), std::move(unavailable)) {
     ListenAddress addr;
     addr.port = 0;
     auto s = HttpServer::start(addr, api.getRoutes(), api.postRoutes());
@@ -80,11 +81,11 @@ TEST(HttpApi, APublishedSampleIsServedWholeAndTheAgentIsHealthy) {
   auto snapshot = testing::provingSnapshot(t, {"prover=comm:cuzk"});
   SamplePublication p;
   p.snapshot = snapshot;
-  p.sensors = {SensorStatus{"oom", SensorState::kActive, "tp_btf/mark_victim"}};
+  p.sensors = {SensorStatus{SensorId::kOom, SensorState::kActive, "tp_btf/mark_victim"}};
   p.interval_ns = 60'000'000'000;  // a stall would take three minutes: this test never sees one
   p.samples_total = 7;
   p.budget = SamplePublication::Budget{jsonResponse(200, {{"budget_bytes", 42}}), "/proving/prover", 3950};
-  s.api.publishJournal({{"state", "on"}, {"path", "/tmp/x"}});
+  s.kills.setJournal({{"state", "on"}, {"path", "/tmp/x"}});
   s.api.publish(std::move(p));
 
   auto health = s.get("/healthz");
@@ -122,17 +123,17 @@ TEST(HttpApi, AJournalThatFailsToWriteMakesTheAgentDegradedNotDown) {
   p.snapshot = std::make_shared<Snapshot>();
   p.interval_ns = 60'000'000'000;
   s.api.publish(std::move(p));
-  s.api.publishJournal({{"state", "degraded"},
-                        {"path", "/j/oom.hrj"},
-                        {"reason", "writing failed: No space left on device; 1 record(s) kept in memory"},
-                        {"pending_records", 1}});
+  s.kills.setJournal({{"state", "degraded"},
+                      {"path", "/j/oom.hrj"},
+                      {"reason", "writing failed: No space left on device; 1 record(s) kept in memory"},
+                      {"pending_records", 1}});
   auto health = s.get("/healthz");
   EXPECT_EQ(health.status, 200);
   auto h = json(health);
   EXPECT_EQ(h["status"], "degraded");
   ASSERT_EQ(h["degraded"].size(), 1u) << h.dump();
   EXPECT_THAT(h["degraded"][0].get<std::string>(), HasSubstr("journal: writing failed: No space left on device"));
-  s.api.publishJournal({{"state", "on"}, {"path", "/j/oom.hrj"}, {"pending_records", 0}});
+  s.kills.setJournal({{"state", "on"}, {"path", "/j/oom.hrj"}, {"pending_records", 0}});
   h = json(s.get("/healthz"));
   EXPECT_EQ(h["status"], "ok");
   EXPECT_TRUE(h["degraded"].empty());
@@ -141,7 +142,7 @@ TEST(HttpApi, AJournalThatFailsToWriteMakesTheAgentDegradedNotDown) {
   quick.snapshot = std::make_shared<Snapshot>();
   quick.interval_ns = 1;  // three intervals and a second: a second
   s.api.publish(std::move(quick));
-  s.api.publishJournal({{"state", "degraded"}, {"reason", "writing failed: EROFS"}});
+  s.kills.setJournal({{"state", "degraded"}, {"reason", "writing failed: EROFS"}});
   auto stalled = s.get("/healthz");
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
        stalled.status != 503 && std::chrono::steady_clock::now() < end; stalled = s.get("/healthz"))
@@ -153,9 +154,7 @@ TEST(HttpApi, AJournalThatFailsToWriteMakesTheAgentDegradedNotDown) {
 
 TEST(HttpApi, OomEventsAreKeptBoundedAndListedNewestLast) {
   Served s;
-  ApiSettings settings;
-  settings.recent_ooms = 2;
-  s.api.configure(settings);
+  s.kills.setCapacity(2);
   for (pid_t pid : {10, 11, 12}) {
     OomEvent e;
     e.id = static_cast<std::uint64_t>(pid);
@@ -163,7 +162,7 @@ TEST(HttpApi, OomEventsAreKeptBoundedAndListedNewestLast) {
     v.pid = v.tgid = pid;
     v.comm = "victim";
     e.victims.push_back(v);
-    s.api.publishOom(e, {});
+    s.kills.addOom(e, {});
   }
   auto all = json(s.get("/v1/ooms"));
   EXPECT_EQ(all["total"], 3);

@@ -423,8 +423,8 @@ TEST(ExporterRender, TextIsWellFormed) {
   s.processes[3].attribution.device_bytes = 2 * kGiB;
   s.processes[3].attribution.pinned = PinnedOverlay{};
   s.processes[3].attribution.pinned->live_bytes = 512 * kMiB;
-  s.sensors.push_back({"oom", SensorState::kActive, "tp"});
-  s.sensors.push_back({"cuda", SensorState::kDegraded, "no libcuda"});
+  s.sensors.push_back({SensorId::kOom, SensorState::kActive, "tp"});
+  s.sensors.push_back({SensorId::kCuda, SensorState::kDegraded, "no libcuda"});
   Exporter ex(ExporterLimits{});
   SensorCounters counters;
   counters.last_oom_mark_latency_ns = 1500000;

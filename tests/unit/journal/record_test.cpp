@@ -148,7 +148,8 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
   ctx.flight = rec.points(ctx.cgroup);
   ctx.budget = &budget;
   ctx.self_reported = 5 * kGiB;
-  ctx.sensors = {{"oom", SensorState::kActive, "tp_btf/mark_victim"}, {"cuda", SensorState::kDegraded, "no libcuda"}};
+  ctx.sensors = {{SensorId::kOom, SensorState::kActive, "tp_btf/mark_victim"},
+                 {SensorId::kCuda, SensorState::kDegraded, "no libcuda"}};
   ctx.host = {"prover-7", "6.8.0-45-generic", "0.1.0+abc1234"};
   ctx.top_per_role = 2;
   json r = makeOomRecord(ctx);
@@ -283,7 +284,7 @@ TEST(Record, GlobalKillIsAboutTheVictimsCgroup) {
   testing::FixtureTree t;
   auto base = testing::provingSnapshot(t, {"prover=comm:cuzk"});
   Snapshot snap = *base;
-  snap.sensors = {{"kmsg", SensorState::kActive, "/dev/kmsg"}};
+  snap.sensors = {{SensorId::kKmsg, SensorState::kActive, "/dev/kmsg"}};
   OomEvent e = memcgKill(snap.wall_time_ns);
   e.constraint = "CONSTRAINT_NONE";
   e.domain_cgroup.reset();

@@ -30,7 +30,7 @@ AttemptEvidence evidence(int status) {
   ev.oom_kills_after = 2;
   ev.oom_source_active = true;
   ev.budget = 512 * kMiB;
-  ev.last_tree = TreeFigures{600 * kMiB, 64 * kMiB, 4 * kMiB, 2 * kMiB, 1};
+  ev.last_tree = ChargedFigures{600 * kMiB, 64 * kMiB, 4 * kMiB, 2 * kMiB, 1};
   ev.now_ns = 1'000;
   return ev;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "headroom/sensors/kernel_support.h"
+#include "headroom/sensors/readings.h"
 
 namespace headroom::detail {
 
@@ -27,7 +28,7 @@ struct ProgramVariant {
 };
 
 struct SensorSpec {
-  const char* sensor;  // oom, exits, faults, mmap, rss, cuda
+  SensorId sensor;  // oom, exits, faults, mmap, rss, cuda: the BPF ones
   AttachKind attach;
   const char* tracepoint;                // kTpBtf: the default tracepoint (a config may point it elsewhere)
   std::vector<ProgramVariant> variants;  // kTpBtf: one is loaded
@@ -52,7 +53,7 @@ inline constexpr const char* kCudaReturnProgram = "cuda_return";
 
 // Every BPF sensor, in the order their states are listed.
 const std::vector<SensorSpec>& sensorTable();
-const SensorSpec* findSensor(std::string_view sensor);
+const SensorSpec* findSensor(SensorId sensor);
 // The sensor a program of the object belongs to (nullptr: none).
 const SensorSpec* sensorOfProgram(std::string_view program);
 // Every program of a sensor: its variants, its fixed programs, its optional ones.
@@ -60,6 +61,7 @@ std::vector<const char*> programsOf(const SensorSpec& s);
 
 // Which sensor is given up first when the kernel refuses the object without naming a program:
 // the least important still on.
-inline constexpr std::array<const char*, 6> kSacrificeOrder = {"cuda", "rss", "mmap", "faults", "exits", "oom"};
+inline constexpr std::array<SensorId, 6> kSacrificeOrder = {SensorId::kCuda,   SensorId::kRss,   SensorId::kMmap,
+                                                            SensorId::kFaults, SensorId::kExits, SensorId::kOom};
 
 }  // namespace headroom::detail

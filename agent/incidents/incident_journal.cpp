@@ -1,4 +1,4 @@
-#include "headroom/daemon/incidents.h"
+#include "headroom/incidents/incident_journal.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -186,7 +186,7 @@ std::optional<Result<std::uint64_t>> IncidentJournal::record(const OomEvent& e, 
   ctx.host = facts.host;
   ctx.top_per_role = facts.top_per_role;
   ctx.kill_wall_ns = kill_wall;
-  if (facts.names != nullptr) ctx.workloads = oomWorkloads(e, ctx.cgroup, *facts.names);
+  ctx.workloads = facts.workloads;
   return write(makeOomRecord(ctx), kill_wall);
 }
 

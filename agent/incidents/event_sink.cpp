@@ -1,5 +1,5 @@
 // The events' writer thread and its sinks (docs/events.md). See daemon/event_sink.h.
-#include "headroom/daemon/event_sink.h"
+#include "headroom/incidents/event_sink.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -1,6 +1,7 @@
-// OOM incidents in the agent: the durable record of each kill (the journal, with the samples
-// read whole before it and the flight recorder's last minute), and the kills that only the
-// cgroups' own counters show, where no kernel source (BPF, /dev/kmsg) is there to name them.
+// The durable record of each OOM kill, the fourth hop of a kill's path: the journal's record,
+// made of the kill, the samples read whole before it and the flight recorder's last minute, kept
+// in memory while the journal cannot take it. And the kills only the cgroups' own counters show,
+// where no kernel source (BPF, /dev/kmsg) is there to name them: a signal of their own.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "headroom/config/config.h"
-#include "headroom/daemon/prover_budget.h"
+#include "headroom/controller/prover_budget.h"
 #include "headroom/journal/flight_recorder.h"
 #include "headroom/journal/journal.h"
 #include "headroom/journal/oom_record.h"
@@ -34,7 +35,7 @@ struct IncidentFacts {
   std::vector<SensorStatus> sensors;
   HostIdentity host;
   std::size_t top_per_role = 10;
-  WorkloadResolver* names = nullptr;  // the workloads' names (none: what the paths say)
+  OomWorkloads workloads;  // the names of what it hit (none: what the paths say)
 };
 
 // A record the journal could not take (a full or read-only file system, an I/O error) is kept

@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "headroom/daemon/incidents.h"
+#include "headroom/incidents/incident_journal.h"
 #include "headroom/journal/journal.h"
 #include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"

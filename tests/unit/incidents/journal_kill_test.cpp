@@ -30,7 +30,7 @@
 
 #include <gtest/gtest.h>
 
-#include "headroom/daemon/incidents.h"
+#include "headroom/incidents/incident_journal.h"
 #include "headroom/journal/journal.h"
 
 namespace headroom {

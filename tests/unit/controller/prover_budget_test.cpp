@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "headroom/daemon/prover_budget.h"
+#include "headroom/controller/prover_budget.h"
 #include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"
 #include "testing/kernel_report.h"

@@ -1,4 +1,4 @@
-#include "headroom/daemon/prover_budget.h"
+#include "headroom/controller/prover_budget.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "headroom/controller/budget_document.h"
+#include "headroom/controller/kill_evidence.h"
 #include "headroom/model/at_kill.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/util/clock.h"
@@ -228,10 +229,8 @@ void ProverBudget::writeBudgetFile(const BudgetDecision& d) {
 
 std::optional<MarginChange> ProverBudget::onOomKill(const OomEvent& e, const Snapshot* last, const RoleMatcher& roles) {
   if (!cfg_.enabled) return std::nullopt;
-  KillEvidence k;
-  k.time_ns = e.monotonic_time_ns != 0 ? e.monotonic_time_ns : monotonicNs();
-  k.prover_victim = false;
-  bool any = false;
+  std::vector<KillVictim> victims;
+  std::vector<std::string> places;  // each victim's memory cgroup
   std::string cgroup = this->cgroup();
   std::string what;
   for (const OomVictim& v : e.victims) {
@@ -245,54 +244,27 @@ std::optional<MarginChange> ProverBudget::onOomKill(const OomEvent& e, const Sna
     }
     const std::string& memcg = v.cgroup.empty() ? place.cgroup : v.cgroup;
     if (cgroup.empty() || !cgroupIsWithin(memcg, cgroup)) continue;
-    bool prover = place.role == Role::kProver;
-    // The prover's own kill is the evidence; a kill beside it counts only when none of the
-    // prover's processes was a victim.
-    if (prover && !k.prover_victim) {
-      std::int64_t at = k.time_ns;
-      k = KillEvidence{};
-      k.time_ns = at;
-      k.prover_victim = true;
-      what.clear();
-    } else if (!prover && k.prover_victim) {
-      continue;
-    }
-    any = true;
-    const ProcessSnapshot* p = place.process;
-    if (auto charge = v.charge()) {
-      k.charge += *charge;
-      k.page_tables += v.pgtables.value_or(0);
-    } else if (p != nullptr) {  // the kernel's figures did not come: the last sample's
-      k.charge += p->attribution.rss + p->attribution.page_tables;
-      k.page_tables += p->attribution.page_tables;
-    }
-    if (p != nullptr) {
-      k.pinned += p->attribution.pinned ? p->attribution.pinned->live_bytes : p->attribution.locked;
-      k.kernel += p->attribution.overhead_share;
-    }
-    what += fmt::format("{}pid {} ({}) in {}", what.empty() ? "" : ", ", v.process(), v.comm, memcg);
+    victims.push_back(KillVictim{&v, place.role == Role::kProver,
+                                 place.process != nullptr ? chargedFigures(*place.process) : ChargedFigures{}});
+    places.push_back(memcg);
+  }
+  // The words name the victims the evidence is of: the prover's own when it was one of them.
+  const bool prover_killed = std::any_of(victims.begin(), victims.end(), [](const KillVictim& k) { return k.prover; });
+  for (std::size_t i = 0; i < victims.size(); ++i) {
+    if (prover_killed && !victims[i].prover) continue;
+    const OomVictim& v = *victims[i].kernel;
+    what += fmt::format("{}pid {} ({}) in {}", what.empty() ? "" : ", ", v.process(), v.comm, places[i]);
   }
   // The counter rose inside the prover's cgroup and no gone process stands for the kill.
-  if (!any && e.from_counter && !cgroup.empty() && cgroupIsWithin(e.counter_cgroup, cgroup)) {
-    any = true;
-    what = fmt::format("{} kill(s) counted in {}", e.counted_kills, e.counter_cgroup);
-  }
-  if (!any) return std::nullopt;
-  // The kill's own numbers, when the domain is the prover's: its charge and overhead at the
-  // moment, not a sample seconds old.
-  if (auto b = breakdownAtKill(e)) {
-    if (auto o = overheadAtKill(*b, cgroup)) {
-      k.charge = std::max(k.charge, o->charge);
-      k.page_tables = o->exact ? o->page_tables : std::max(k.page_tables, o->page_tables);
-      k.kernel = o->exact ? o->kernel : std::max(k.kernel, o->kernel);
-      what += fmt::format("; overhead at the kill from {}", o->source);
-    }
-  }
-  k.what = fmt::format("{}: {}",
-                       e.from_bpf    ? "mark_victim"
-                       : e.from_kmsg ? "kernel OOM report"
-                                     : "OOM-kill counter",
-                       what);
+  const bool counted = victims.empty() && e.from_counter && !cgroup.empty() && cgroupIsWithin(e.counter_cgroup, cgroup);
+  if (counted) what = fmt::format("{} kill(s) counted in {}", e.counted_kills, e.counter_cgroup);
+  if (victims.empty() && !counted) return std::nullopt;
+  KillEvidence k = killEvidence(victims, &e, cgroup, e.monotonic_time_ns != 0 ? e.monotonic_time_ns : monotonicNs(),
+                                fmt::format("{}: {}",
+                                            e.from_bpf    ? "mark_victim"
+                                            : e.from_kmsg ? "kernel OOM report"
+                                                          : "OOM-kill counter",
+                                            what));
   if (!controller_ || controller_cgroup_ != cgroup) open(cgroup);
   if (grown_unpublished_) {
     // Killed under the budget the last growth already answered: growing again would count one

@@ -13,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "headroom/config/config.h"
 #include "headroom/controller/controller.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
@@ -21,6 +20,20 @@
 #include "headroom/util/logging.h"
 
 namespace headroom {
+
+// [budget]: the prover's budget, recomputed every tick and served on /v1/budget.
+struct BudgetConfig {
+  // Computed when a prover role rule exists or `cgroup` is set; /v1/budget says why not otherwise.
+  bool enabled = true;
+  // The prover's memory cgroup; "": the watched cgroup the largest prover-role process is
+  // attributed to (remembered when the prover is not running, so a launch script still gets one).
+  std::string cgroup;
+  BudgetPolicy policy;     // margin_floor ... hysteresis; max_retries is `headroom run`'s alone
+  std::string state_file;  // the learned margin; "": defaultStatePath(cgroup)
+  std::string file;        // written atomically at each new generation for launch scripts; "": none
+
+  bool operator==(const BudgetConfig&) const = default;
+};
 
 // One sample's outcome, for whoever publishes it (/v1/budget, the metrics).
 struct BudgetUpdate {

@@ -1,7 +1,7 @@
 // The events sink (daemon/event_sink.h): each record the journal takes goes to the file and to
 // journald as journaled; a failing or stuck sink is counted and never holds the caller; the queue
 // is bounded; journald's "auto".
-#include "headroom/daemon/event_sink.h"
+#include "headroom/incidents/event_sink.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <mutex>
 
-#include "headroom/daemon/incidents.h"
+#include "headroom/incidents/incident_journal.h"
 #include "headroom/journal/events.h"
 #include "headroom/journal/journal.h"
 #include "headroom/sources/collector.h"

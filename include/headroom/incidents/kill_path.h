@@ -1,0 +1,88 @@
+// The path of an OOM kill, owned here from the joined incident to what is published: names (the
+// workloads it hit), evidence (the samples before it, the budget in force), the durable record
+// (the journal, held in memory while the journal cannot take it), and publication (the metrics,
+// /v1/ooms, the events sent off the machine, the prover's budget). docs/architecture.md draws it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "headroom/config/config.h"
+#include "headroom/controller/prover_budget.h"
+#include "headroom/exporter/exporter.h"
+#include "headroom/incidents/event_sink.h"
+#include "headroom/incidents/incident_journal.h"
+#include "headroom/incidents/kill_board.h"
+#include "headroom/model/roles.h"
+#include "headroom/model/snapshot.h"
+#include "headroom/sensors/oom_event.h"
+#include "headroom/sources/workload_names.h"
+#include "headroom/util/logging.h"
+#include "headroom/util/result.h"
+
+namespace headroom {
+
+// What the configuration says of the kill path (a reload changes it).
+struct KillPathSettings {
+  JournalConfig journal;
+  EventsConfig events;
+  std::size_t recent_ooms = 256;     // kills kept for /v1/ooms
+  std::size_t top_per_role = 10;     // processes per role in a record
+  std::vector<RoleRule> role_rules;  // a victim's role, when no sample saw it
+};
+
+class KillPath {
+ public:
+  // `exporter` and `budget` outlive it; `send` is journald's call (tests give another).
+  KillPath(Exporter& exporter, ProverBudget& budget, HostIdentity host, EventSink::JournaldSend send = {});
+  KillPath(const KillPath&) = delete;
+  KillPath& operator=(const KillPath&) = delete;
+
+  // At start (`starting`) and at each reload: opens the journal and the events' sinks as `s` says.
+  // At start, an explicit journal path or events output that cannot be opened is an error (bad
+  // input, naming which); otherwise a journal that cannot open is off and an output that cannot
+  // open is left out, each said in the log, and the agent runs on. `names` outlives the path, or
+  // the next configure.
+  Status configure(const KillPathSettings& s, WorkloadResolver& names, bool starting);
+
+  // Each sample, before it is published: into the flight recorder; where no kernel source names
+  // victims (`sensors`), the kills the cgroups' counters show taken as incidents; records that
+  // wait written; then kept for the records of kills to come. `self_reported`: what the prover
+  // said it used.
+  void sample(std::shared_ptr<const Snapshot> snap, std::optional<std::uint64_t> self_reported,
+              const std::vector<SensorStatus>& sensors);
+  // One incident the sensors joined (BPF's mark and the kernel's report): named, recorded and
+  // published.
+  void take(const OomEvent& e, const std::vector<SensorStatus>& sensors);
+
+  const KillBoard& board() const { return board_; }
+  // The journal's and the events' figures, for /metrics.
+  void addFigures(AgentSelf& self) const;
+  // Waits until the events' sinks took every record, at most `limit`: true when none waits.
+  bool drain(std::chrono::milliseconds limit) { return events_.drain(limit); }
+
+ private:
+  void record(const OomEvent& e, const IncidentFacts& facts);
+  void publish(const OomEvent& e, const OomWorkloads& workloads, const Snapshot* last);
+  void flush();  // the records that wait, in the order of their kills
+  Workload nameOf(const std::string& cgroup) const;
+
+  Exporter& exporter_;
+  ProverBudget& budget_;
+  HostIdentity host_;
+  IncidentJournal journal_;
+  EventSink events_;  // every record the journal takes, off the machine too
+  CountedOoms counted_;
+  KillBoard board_;
+  RoleMatcher roles_;
+  std::size_t top_per_role_ = 10;
+  WorkloadResolver* names_ = nullptr;
+  std::optional<std::uint64_t> self_reported_;  // the prover's word at the last sample
+  WarnOnce once_;
+};
+
+}  // namespace headroom
