@@ -14,9 +14,9 @@
 #include <set>
 
 #include "headroom/cli/commands.h"
-#include "headroom/journal/events.h"
 #include "headroom/journal/journal.h"
-#include "headroom/journal/report.h"
+#include "headroom/report/events.h"
+#include "headroom/report/report.h"
 #include "headroom/sources/fs_root.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/exit_codes.h"

@@ -17,11 +17,11 @@
 
 #include "headroom/cli/commands.h"
 #include "headroom/cli/top_terminal.h"
-#include "headroom/cli/top_view.h"
 #include "headroom/config/config.h"
 #include "headroom/exporter/http.h"
 #include "headroom/journal/journal.h"
 #include "headroom/model/snapshot_json.h"
+#include "headroom/report/live_screen.h"
 #include "headroom/sensors/sensors.h"
 #include "headroom/sources/collector.h"
 #include "headroom/util/exit_codes.h"

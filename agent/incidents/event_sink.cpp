@@ -15,7 +15,8 @@
 #include <optional>
 #include <thread>
 
-#include "headroom/journal/events.h"
+#include "headroom/incidents/event_file.h"
+#include "headroom/report/events.h"
 #include "headroom/util/files.h"
 
 namespace headroom {

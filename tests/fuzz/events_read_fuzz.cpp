@@ -2,7 +2,7 @@
 // of log stores. Every record read is an object that goes out as an envelope line and reads back
 // the same, and its journald fields are well named.
 #include "fuzz_support.h"
-#include "headroom/journal/events.h"
+#include "headroom/report/events.h"
 #include "headroom/util/json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -6,21 +6,23 @@
 #include "fuzz_support.h"
 #include "headroom/daemon/http_api.h"
 #include "headroom/exporter/http.h"
+#include "headroom/incidents/kill_board.h"
 
 namespace {
 
 headroom::HttpApi& api() {
   using namespace headroom;
   static Exporter exporter{ExporterLimits{}};
+  static KillBoard kills;
   // No probe command: a probe request is checked as far as running `headroom probe`.
-  static HttpApi a(exporter, {}, "no probe in the fuzz target");
+  static HttpApi a(exporter, kills, {}, "no probe in the fuzz target");
   static const bool configured = [] {
     ApiSettings s;
     s.probe_enabled = true;
     s.probe_min_interval = std::chrono::milliseconds(0);
-    s.recent_ooms = 4;
     a.configure(s);
-    for (int i = 0; i < 3; ++i) a.publishOom(OomEvent{}, {});
+    kills.setCapacity(4);
+    for (int i = 0; i < 3; ++i) kills.addOom(OomEvent{}, {});
     return true;
   }();
   (void)configured;

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "fuzz_support.h"
-#include "headroom/journal/report.h"
+#include "headroom/report/report.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace headroom;

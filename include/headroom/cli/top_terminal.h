@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "headroom/cli/top_view.h"
+#include "headroom/report/live_screen.h"
 #include "headroom/util/result.h"
 
 namespace headroom::cli {

@@ -11,8 +11,8 @@
 #include <mutex>
 
 #include "headroom/incidents/incident_journal.h"
-#include "headroom/journal/events.h"
 #include "headroom/journal/journal.h"
+#include "headroom/report/events.h"
 #include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"
 

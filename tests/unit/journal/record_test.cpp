@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "headroom/journal/report.h"
 #include "headroom/model/snapshot_json.h"
+#include "headroom/report/report.h"
 #include "testing/fixture_tree.h"
 #include "testing/kernel_report.h"
 

@@ -1,6 +1,6 @@
 // OOM records off the machine: the envelope, the journald fields, and the reader of what log
 // stores give back (docs/events.md). Pure.
-#include "headroom/journal/events.h"
+#include "headroom/report/events.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "headroom/journal/report.h"
+#include "headroom/report/report.h"
 #include "headroom/util/json.h"
 #include "headroom/util/text.h"
 #include "report_parts.h"

@@ -10,8 +10,8 @@
 #include <map>
 #include <optional>
 
-#include "headroom/journal/report.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/report/report.h"
 #include "headroom/sources/parse.h"
 #include "headroom/util/text.h"
 #include "headroom/util/units.h"

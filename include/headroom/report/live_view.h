@@ -1,5 +1,6 @@
 // `headroom top`'s view model: what a screen shows, made from the agent's JSON documents (or the
-// same documents built locally) without a terminal: data in, lines of text out, keys applied.
+// same documents built locally) without a terminal, and the keys that change it. The screen's
+// layout is live_screen.h.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 #include "headroom/util/result.h"
 
-namespace headroom::cli {
+namespace headroom {
 
 struct TopMachine {
   std::uint64_t total = 0, available = 0, free = 0;
@@ -120,13 +121,4 @@ TopKeyResult applyTopKey(int key, TopViewState& state);
 void sortCgroups(std::vector<TopCgroup>& cgroups, CgroupSort by, bool reversed);
 void sortProcesses(std::vector<TopProcess>& processes, ProcessSort by, bool reversed);
 
-enum class TopStyle { kNormal, kTitle, kHeader, kSection, kWarning, kKeys };
-struct TopLine {
-  std::string text;  // at most `cols` bytes of printable text
-  TopStyle style = TopStyle::kNormal;
-};
-// The screen: exactly state.rows lines (the last one the keys), each at most state.cols wide.
-// A screen too small for the sections says so, with the keys still shown.
-std::vector<TopLine> renderTop(const TopData& data, const TopViewState& state);
-
-}  // namespace headroom::cli
+}  // namespace headroom

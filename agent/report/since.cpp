@@ -6,7 +6,7 @@
 #include <cmath>
 #include <optional>
 
-#include "headroom/journal/report.h"
+#include "headroom/report/report.h"
 #include "headroom/sources/parse.h"
 #include "headroom/util/text.h"
 

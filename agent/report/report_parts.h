@@ -1,8 +1,8 @@
-// The parts of `headroom report` that its renderers share (journal/report.h): reading a record
+// The parts of `headroom report` that its renderers share (report/report.h): reading a record
 // defensively (a record from an older agent, a partial write path or another machine: a missing
 // key, a null and a wrong type all read as "not known", never as an exception), what a record
 // says, the report as a document of sections, and the flight recorder's minute. Private to
-// agent/journal.
+// agent/report.
 #pragma once
 
 #include <cstddef>

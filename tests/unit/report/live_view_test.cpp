@@ -1,6 +1,6 @@
 // `headroom top`'s view model: the agent's documents (built here by the same functions the agent
 // serves them with) read into rows, sorted by each key, and laid out for terminals of each size.
-#include "headroom/cli/top_view.h"
+#include "headroom/report/live_screen.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "headroom/model/snapshot_json.h"
 #include "testing/fixture_tree.h"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
@@ -424,4 +424,4 @@ TEST(TopView, TextFromElsewhereIsMadePrintable) {
 }
 
 }  // namespace
-}  // namespace headroom::cli
+}  // namespace headroom

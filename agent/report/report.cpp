@@ -1,4 +1,4 @@
-#include "headroom/journal/report.h"
+#include "headroom/report/report.h"
 
 #include <fmt/format.h>
 

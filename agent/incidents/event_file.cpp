@@ -7,7 +7,7 @@
 
 #include <cerrno>
 
-#include "headroom/journal/events.h"
+#include "headroom/incidents/event_file.h"
 #include "headroom/util/files.h"
 
 namespace headroom {

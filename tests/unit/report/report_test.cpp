@@ -1,6 +1,6 @@
 // headroom report's rendering (report.h) on hand-built journal records (docs/journal.md): the
 // summary, the breakdown, the sparklines, the budget gap, partial records, SVG and HTML.
-#include "headroom/journal/report.h"
+#include "headroom/report/report.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

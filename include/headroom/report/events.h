@@ -1,17 +1,16 @@
 // OOM records off the machine (docs/events.md): the versioned envelope each journal record travels
-// in as one JSON line, the reader of what log stores give back, the journald fields, and the file.
+// in as one JSON line, the reader of what log stores give back, and the journald fields. Pure;
+// the file they are appended to is incidents/event_file.h.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "headroom/sources/fs_root.h"
 #include "headroom/util/result.h"
 
 namespace headroom {
@@ -63,48 +62,5 @@ Result<EventRead> readEvents(std::string_view text, std::string_view source);
 // One document already parsed: its record, nothing (not an event), or an error (ours, broken;
 // without the source and line, which the caller adds).
 Result<std::optional<nlohmann::json>> recordOfEventDocument(const nlohmann::json& doc);
-
-// ---- the file (I/O) ----
-struct EventFileOptions {
-  std::string path;                       // absolute
-  std::uint64_t max_bytes = 16ULL << 20;  // a line that would take the file past this rotates it first
-  std::size_t max_files = 5;              // rotated files kept: <path>.1 (newest) .. <path>.<max_files>
-};
-
-struct EventFileStats {
-  std::uint64_t lines = 0;
-  std::uint64_t failures = 0;
-  std::uint64_t rotations = 0;
-  std::uint64_t reopens = 0;  // the path named another file (moved away by logrotate): opened again
-  std::uint64_t bytes = 0;    // the current file's size
-};
-
-// Appends event lines: O_APPEND, one write() and an fdatasync per line. A line that would take
-// the file past max_bytes rotates it first (<path> -> <path>.1 -> ... ; the oldest beyond
-// max_files is removed); a line longer than max_bytes alone goes into a file of its own. Before
-// each line the path is checked: a file moved or removed under it (logrotate without
-// copytruncate) is followed by a new file at the path. A write that fails part-way is cut off
-// again, so the file never holds half a line. Never throws.
-class EventFile {
- public:
-  static Result<std::unique_ptr<EventFile>> open(const EventFileOptions& opts);
-  EventFile(const EventFile&) = delete;
-  EventFile& operator=(const EventFile&) = delete;
-
-  Status append(std::string_view line);
-  // Closes and opens the path again (SIGHUP: after an external rotation).
-  Status reopen();
-  const EventFileStats& stats() const { return stats_; }
-  const std::string& path() const { return opts_.path; }
-
- private:
-  explicit EventFile(EventFileOptions o) : opts_(std::move(o)) {}
-  Status openPath();
-  Status rotate();
-  Status followPath();  // opens the path again when it no longer names the open file
-  EventFileOptions opts_;
-  Fd fd_;
-  EventFileStats stats_;
-};
 
 }  // namespace headroom
