@@ -74,29 +74,19 @@ extern "C" void onAgentSignal(int sig) {
 void notify(const std::string& state) { sd_notify(0, state.c_str()); }
 
 ExporterLimits limitsOf(const AgentConfig& c) {
-  ExporterLimits l;
-  l.top_processes = c.top_processes;
-  l.max_cgroups = c.max_cgroups;
-  l.max_series = c.max_series;
-  return l;
+  return {.top_processes = c.top_processes, .max_cgroups = c.max_cgroups, .max_series = c.max_series};
 }
 
 ApiSettings apiSettingsOf(const AgentConfig& c) {
-  ApiSettings s;
-  s.probe_enabled = c.probe_enabled;
-  s.probe_min_interval = c.probe_min_interval;
-  s.probe_cgroup = c.probe_cgroup;
-  return s;
+  return {.probe_enabled = c.probe_enabled, .probe_min_interval = c.probe_min_interval, .probe_cgroup = c.probe_cgroup};
 }
 
 KillPathSettings killPathSettingsOf(const AgentConfig& c) {
-  KillPathSettings s;
-  s.journal = c.journal;
-  s.events = c.events;
-  s.recent_ooms = c.recent_ooms;
-  s.top_per_role = c.top_processes;
-  s.role_rules = c.role_rules;
-  return s;
+  return {.journal = c.journal,
+          .events = c.events,
+          .recent_ooms = c.recent_ooms,
+          .top_per_role = c.top_processes,
+          .role_rules = c.role_rules};
 }
 
 HostIdentity thisHost() {

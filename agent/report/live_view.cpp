@@ -94,18 +94,17 @@ Result<TopCgroup> readCgroup(const json& c) {
 }
 
 TopProcess readProcess(const json& p) {
-  TopProcess t;
-  t.pid = i64(p, "pid").value_or(0);
-  t.comm = str(p, "comm");
-  t.cgroup = str(p, "cgroup");
-  t.role = str(p, "role");
-  t.rss = u64Or0(p, "rss_bytes");
-  t.pss = u64(p, "pss_bytes");
-  t.page_tables = u64Or0(p, "page_tables_bytes");
-  t.pinned = u64(member(p, "pinned"), "live_bytes");
-  t.locked = u64Or0(p, "locked_bytes");
-  return t;
+  return {.pid = i64(p, "pid").value_or(0),
+          .comm = str(p, "comm"),
+          .cgroup = str(p, "cgroup"),
+          .role = str(p, "role"),
+          .rss = u64Or0(p, "rss_bytes"),
+          .pss = u64(p, "pss_bytes"),
+          .page_tables = u64Or0(p, "page_tables_bytes"),
+          .pinned = u64(member(p, "pinned"), "live_bytes"),
+          .locked = u64Or0(p, "locked_bytes")};
 }
+
 }  // namespace
 
 std::string workloadName(const json& w) {

@@ -54,11 +54,48 @@ std::optional<Error> readSmaps(const Dir& dir, CachedProcess& e, std::uint64_t r
   return std::nullopt;
 }
 
-void fillFromEntry(ProcessRead& r, const CachedProcess& e) {
-  r.sample.cmdline = e.cmdline;
-  r.sample.smaps = e.smaps;
-  r.sample.smaps_read_ns = e.smaps ? e.smaps_read_ns : 0;
-  if (e.cgroups) r.cached_cgroups = &*e.cgroups;
+Result<ProcStat> readStat(const Dir& dir, ProcFileReads& reads) {
+  auto text = readNonEmpty(dir, "stat", reads);
+  if (!text) return text.error();
+  auto st = parseProcStat(*text);
+  if (!st) return st.error().wrap(fmt::format("parsing {}/stat", dir.path()));
+  return st;
+}
+
+Result<ProcCgroups> readCgroups(const Dir& dir, ProcFileReads& reads) {
+  ++reads.cgroup;
+  auto text = readNonEmpty(dir, "cgroup", reads);
+  if (!text) return text.error();
+  auto cg = parseProcCgroup(*text);
+  if (!cg) return cg.error().wrap(fmt::format("parsing {}/cgroup", dir.path()));
+  return cg;
+}
+
+// The command line is read again only when the comm changed (an exec).
+std::optional<Error> refreshCmdline(const Dir& dir, CachedProcess& e, const std::string& comm, ProcFileReads& reads) {
+  if (e.cmdline_read && e.comm == comm) return std::nullopt;
+  ++reads.cmdline;
+  ++reads.files;
+  auto cmdline = dir.readFile("cmdline");
+  if (!cmdline) return cmdline.error();
+  e.cmdline = parseCmdline(*cmdline);
+  e.comm = comm;
+  e.cmdline_read = true;
+  return std::nullopt;
+}
+
+// The sample, with what the cache holds: the command line, PSS (when asked for) and the cgroups.
+ProcessRead sampled(ProcessSample s, const CachedProcess& e, bool with_smaps) {
+  ProcessRead out;
+  out.outcome = ReadOutcome::kOk;
+  out.sample = std::move(s);
+  out.sample.cmdline = e.cmdline;
+  if (with_smaps && e.smaps) {
+    out.sample.smaps = e.smaps;
+    out.sample.smaps_read_ns = e.smaps_read_ns;
+  }
+  if (e.cgroups) out.cached_cgroups = &*e.cgroups;
+  return out;
 }
 
 }  // namespace
@@ -124,19 +161,14 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
   }
 
   // The cgroup first, as readProcess(): a process can be moved at any time.
-  auto cg_text = readNonEmpty(*dir, "cgroup", reads);
-  ++reads.cgroup;
-  if (!cg_text) return failed(cg_text.error());
-  auto cg = parseProcCgroup(*cg_text);
-  if (!cg) return failed(cg.error().wrap(fmt::format("parsing {}/cgroup", dir->path())));
+  auto cg = readCgroups(*dir, reads);
+  if (!cg) return failed(cg.error());
   if (want && !want(*cg)) return outcome(ReadOutcome::kSkipped);
 
-  auto stat_text = readNonEmpty(*dir, "stat", reads);
-  if (!stat_text) return failed(stat_text.error());
-  auto st = parseProcStat(*stat_text);
-  if (!st) return failed(st.error().wrap(fmt::format("parsing {}/stat", dir->path())));
+  auto st = readStat(*dir, reads);
+  if (!st) return failed(st.error());
   CachedProcess& e = cache.entry(pid, st->start_time_ticks);
-  e.cgroups = *cg;
+  e.cgroups = std::move(*cg);
 
   // status (uid, the RSS split, page tables, locked and pinned) only when the size, the resident
   // pages or the thread count moved (stat has all three), or at the PSS period.
@@ -157,34 +189,12 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
   e.kernel_thread = e.status->kernel_thread;
   if (e.kernel_thread) return outcome(ReadOutcome::kKernelThread);
 
-  if (!e.cmdline_read || e.comm != st->comm) {
-    ++reads.cmdline;
-    ++reads.files;
-    auto cmdline = dir->readFile("cmdline");
-    if (!cmdline) return failed(cmdline.error());
-    e.cmdline = parseCmdline(*cmdline);
-    e.comm = st->comm;
-    e.cmdline_read = true;
-  }
+  if (auto err = refreshCmdline(*dir, e, st->comm, reads)) return failed(*err);
   if (with_smaps && cache.pssDue(e, e.status->vm_rss, now_ns)) {
     if (auto err = readSmaps(*dir, e, e.status->vm_rss, now_ns, reads)) return failed(*err);
   }
-
-  ProcessRead out;
-  out.outcome = ReadOutcome::kOk;
-  ProcessSample& s = out.sample;
-  s.pid = pid;
-  s.start_time_ticks = st->start_time_ticks;
-  s.ppid = st->ppid;
-  s.comm = st->comm;
-  s.minflt = st->minflt;
-  s.majflt = st->majflt;
-  s.status = *e.status;
-  s.status.threads = st->threads;
-  s.uid = s.status.uid;
-  fillFromEntry(out, e);
-  if (!with_smaps) s.smaps.reset();
-  return out;
+  ProcessSample s = procfsSample(pid, *st, *e.status);
+  return sampled(std::move(s), e, with_smaps);
 }
 
 ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, ProcessCache& cache, bool with_smaps,
@@ -209,11 +219,8 @@ ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, Proc
       e.cgroups = *known;
     } else {
       if (auto err = openDir()) return failed(*err);
-      auto text = readNonEmpty(*dir, "cgroup", reads);
-      ++reads.cgroup;
-      if (!text) return failed(text.error());
-      auto cg = parseProcCgroup(*text);
-      if (!cg) return failed(cg.error().wrap(fmt::format("parsing {}/cgroup", dir->path())));
+      auto cg = readCgroups(*dir, reads);
+      if (!cg) return failed(cg.error());
       e.cgroups = *cg;
       cache.rememberCgroups(k.cgroup_id, *cg);
     }
@@ -223,42 +230,28 @@ ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, Proc
 
   if (!e.cmdline_read || e.comm != k.comm) {
     if (auto err = openDir()) return failed(*err);
-    ++reads.cmdline;
-    ++reads.files;
-    auto cmdline = dir->readFile("cmdline");
-    if (!cmdline) return failed(cmdline.error());
-    e.cmdline = parseCmdline(*cmdline);
-    e.comm = k.comm;
-    e.cmdline_read = true;
+    if (auto err = refreshCmdline(*dir, e, k.comm, reads)) return failed(*err);
   }
   if (with_smaps && cache.pssDue(e, k.status.vm_rss, now_ns)) {
     if (auto err = openDir()) return failed(*err);
     if (auto err = readSmaps(*dir, e, k.status.vm_rss, now_ns, reads)) return failed(*err);
   }
   if (dir) {
-    auto stat_text = readNonEmpty(*dir, "stat", reads);
-    if (!stat_text) return failed(stat_text.error());
-    auto st = parseProcStat(*stat_text);
-    if (!st) return failed(st.error().wrap(fmt::format("parsing {}/stat", dir->path())));
+    auto st = readStat(*dir, reads);
+    if (!st) return failed(st.error());
     if (st->start_time_ticks != k.start_time_ticks)
       return failed(notFound(fmt::format("pid {} was reused while it was read", k.pid)));
   }
-
-  ProcessRead out;
-  out.outcome = ReadOutcome::kOk;
-  ProcessSample& s = out.sample;
-  s.pid = k.pid;
-  s.start_time_ticks = k.start_time_ticks;
-  s.ppid = k.ppid;
-  s.uid = k.uid;
-  s.comm = k.comm;
-  s.minflt = k.minflt;
-  s.majflt = k.majflt;
-  s.status = k.status;
-  s.oom_score_adj = k.oom_score_adj;
-  fillFromEntry(out, e);
-  if (!with_smaps) s.smaps.reset();
-  return out;
+  return sampled(ProcessSample{.pid = k.pid,
+                               .start_time_ticks = k.start_time_ticks,
+                               .ppid = k.ppid,
+                               .uid = k.uid,
+                               .comm = k.comm,
+                               .status = k.status,
+                               .oom_score_adj = k.oom_score_adj,
+                               .minflt = k.minflt,
+                               .majflt = k.majflt},
+                 e, with_smaps);
 }
 
 }  // namespace headroom

@@ -162,6 +162,19 @@ Result<Meminfo> parseMeminfo(std::string_view text) {
   return mi;
 }
 
+ProcessSample procfsSample(pid_t pid, const ProcStat& st, const ProcStatus& status) {
+  ProcessSample s{.pid = pid,
+                  .start_time_ticks = st.start_time_ticks,
+                  .ppid = st.ppid,
+                  .uid = status.uid,
+                  .comm = st.comm,
+                  .status = status,
+                  .minflt = st.minflt,
+                  .majflt = st.majflt};
+  s.status.threads = st.threads;  // stat is read at each sample; status may be older
+  return s;
+}
+
 ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
                         const std::function<bool(const ProcCgroups&)>& want) {
   ProcessRead out;
@@ -208,14 +221,8 @@ ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
     return out;
   }
 
+  out.sample = procfsSample(pid, *st, *status);
   ProcessSample& s = out.sample;
-  s.pid = pid;
-  s.start_time_ticks = st->start_time_ticks;
-  s.ppid = st->ppid;
-  s.uid = status->uid;
-  s.minflt = st->minflt;
-  s.majflt = st->majflt;
-  s.status = *status;
   s.cgroups = *cg;
 
   auto comm = dir->readFile("comm");

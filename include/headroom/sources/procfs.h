@@ -93,6 +93,11 @@ struct ProcessSample {
   SharedString memory_cgroup;  // the memory cgroup, relative to the hierarchy's mount (collector)
 };
 
+// A process's sample as /proc/<pid>/stat and status say who it is and what it holds (the
+// thread count from stat, which a cached reader reads more often than status); the command
+// line, PSS and cgroups are the reader's to add.
+ProcessSample procfsSample(pid_t pid, const ProcStat& st, const ProcStatus& status);
+
 enum class ReadOutcome { kOk, kVanished, kKernelThread, kSkipped, kFailed };
 
 struct ProcessRead {
