@@ -112,12 +112,16 @@ demo: deps $(BENCH)/build.ninja
 	cmake --build $(BENCH) -j $(JOBS) --target headroom headroom-test-prover headroom-workload
 	HEADROOM_BIN_DIR=$(BENCH) DEMO_OUT=build/demo tests/demo/demo.sh
 
-# clang-tidy over the agent and the tests' own support code (tests/testing), with the static
-# analyzer in its deep mode; the `clang_tidy` test of `make test` runs the agent only, shallow,
-# as `make test` has no minute to spare. The other lint tests (layering, format) too.
+# The lint tests (layering, format), then clang-tidy over the agent and the tests' own support
+# code (tests/testing), the static analyzer in its deep mode (what this build directory has
+# linted clean is not linted again); then the `clang_tidy` test's own run (shallow, the agent), which rewrites the committed record
+# of the translation units linted clean (tests/lint/tidy-linted.txt): commit it with the change.
 tidy: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -L lint -E clang_tidy
-	nice -n 19 run-clang-tidy-14 -p $(DEBUG) -quiet -j $(JOBS) "$(CURDIR)/agent/" "$(CURDIR)/tests/testing/"
+	nice -n 19 python3 tests/lint/tidy.py --build $(DEBUG) --analyzer deep --jobs $(JOBS) \
+	  --known $(DEBUG)/tidy-deep.txt --record $(DEBUG)/tidy-deep.txt agent tests/testing
+	nice -n 19 python3 tests/lint/tidy.py --build $(DEBUG) --jobs $(JOBS) --known tests/lint/tidy-linted.txt \
+	  --known $(DEBUG)/tidy-linted.txt --record $(DEBUG)/tidy-linted.txt --write-known tests/lint/tidy-linted.txt agent
 
 # The layout .clang-format describes, applied to every C++ and C file (the `format` test checks it).
 format:
