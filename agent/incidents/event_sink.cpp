@@ -1,4 +1,4 @@
-// The events' writer thread and its sinks (docs/events.md). See daemon/event_sink.h.
+// The events' writer thread and its sinks (docs/events.md). See incidents/event_sink.h.
 #include "headroom/incidents/event_sink.h"
 
 #include <fmt/format.h>

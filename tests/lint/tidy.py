@@ -172,19 +172,22 @@ def main():
     todo = sorted(f for f, (k, _) in keys.items() if k is not None and k not in known)
 
     failed = list(bad)
-    clean_now = {}
+    record = None
+    if a.record:
+        os.makedirs(os.path.dirname(os.path.abspath(a.record)), exist_ok=True)
+        record = open(a.record, "a")
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         for f, (rc, out) in zip(todo, pool.map(lambda f: lint(a.build, a.extra_arg, f), todo)):
             rel = os.path.relpath(f, a.source)
             if rc != 0:
                 failed.append(f)
-                print(f"{rel}: clang-tidy found (exit {rc}):\n{out}")
-            else:
-                clean_now[keys[f][0]] = rel
-    if a.record and clean_now:
-        os.makedirs(os.path.dirname(os.path.abspath(a.record)), exist_ok=True)
-        with open(a.record, "a") as f:
-            f.writelines(f"{k} {p}\n" for k, p in sorted(clean_now.items(), key=lambda kv: kv[1]))
+                print(f"{rel}: clang-tidy found (exit {rc}):\n{out}", flush=True)
+            elif record:
+                # Each as it passes: a run cut short keeps what it linted.
+                record.write(f"{keys[f][0]} {rel}\n")
+                record.flush()
+    if record:
+        record.close()
     if a.write_known and not failed:
         lines = sorted((os.path.relpath(f, a.source), k) for f, (k, _) in keys.items())
         with open(a.write_known, "w") as out:

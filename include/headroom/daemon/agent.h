@@ -1,9 +1,10 @@
 // `headroom agent`: the sidecar daemon. Its main thread runs the sampling loop (agent/daemon/
 // agent.cpp): every interval it collects, adds what the sensors know, builds the snapshot, reads
 // the prover's self-report, feeds the flight recorder, decides the prover's budget and updates
-// the exporter; between samples it waits on the sensors and handles each OOM incident. The HTTP
-// threads answer from what it published (daemon/http_api.h). SIGTERM/SIGINT stop it, SIGHUP
-// reloads the configuration.
+// the exporter; between samples it waits on the sensors and hands each OOM kill to the kill path
+// (incidents/kill_path.h), which names, records and publishes it. The HTTP threads answer from
+// what both published (daemon/http_api.h). SIGTERM/SIGINT stop it, SIGHUP reloads the
+// configuration.
 #pragma once
 
 #include <functional>

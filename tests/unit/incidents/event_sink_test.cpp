@@ -1,4 +1,4 @@
-// The events sink (daemon/event_sink.h): each record the journal takes goes to the file and to
+// The events sink (incidents/event_sink.h): each record the journal takes goes to the file and to
 // journald as journaled; a failing or stuck sink is counted and never holds the caller; the queue
 // is bounded; journald's "auto".
 #include "headroom/incidents/event_sink.h"

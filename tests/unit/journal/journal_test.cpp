@@ -498,7 +498,7 @@ TEST(JournalWriter, ASecondWriterOnTheSameJournalIsRefused) {
   EXPECT_TRUE(JournalWriter::open(o)) << "the lock goes with the writer";
 }
 
-// Killed while writing, hundreds of times, restarted after each: tests/unit/daemon/journal_kill_test.cpp.
+// Killed while writing, hundreds of times, restarted after each: tests/unit/incidents/journal_kill_test.cpp.
 
 // ---- the reader ----
 
