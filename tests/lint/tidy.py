@@ -2,7 +2,7 @@
 """clang-tidy over the translation units the tree's history has not linted clean.
 
 A translation unit's result under clang-tidy is a function of what the compiler sees (the
-preprocessed source, headers and all), the flags, the .clang-tidy configuration, the extra
+preprocessed source, headers and all, with its comments: NOLINT is one), the flags, the .clang-tidy configuration, the extra
 arguments and clang-tidy itself. This script hashes exactly those into one key per unit and
 lints only the units whose key is not in a record of keys already linted clean; every other
 unit is the same input, byte for byte, as one that passed. Records (one "KEY PATH" line each):
@@ -72,7 +72,8 @@ def preprocess_args(entry):
         if a in ("-c", "-MD", "-MMD"):
             continue
         out.append(a)
-    return out + ["-E", "-P", "-o", "-"]
+    # -C: comments kept, since NOLINT comments change what clang-tidy reports.
+    return out + ["-E", "-P", "-C", "-o", "-"]
 
 
 def flags_text(entry):
