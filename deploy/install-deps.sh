@@ -7,7 +7,7 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config git
   clang llvm clang-tidy clang-format libclang-rt-14-dev
   libbpf-dev bpftool libelf-dev zlib1g-dev
-  libspdlog-dev libfmt-dev
+  prometheus-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libcpp-httplib-dev libsystemd-dev
   libssl-dev libcrypt-dev libyaml-cpp-dev libcurl4-openssl-dev
@@ -24,9 +24,8 @@ test_pkgs=(prometheus stress-ng bpftrace procps util-linux python3 python3-yaml 
            # the kernel matrix (tests/kernels): Debian's kernels under qemu, a busybox initramfs,
            # and podman for the container scenarios inside the cgroup v2 guests
            qemu-system-x86 busybox-static cpio kmod podman)
-# make bench: the exporters the agent is measured beside (tests/bench/processes.py), and the
-# client library the agent as it was before the task iterator is built with (its baseline)
-bench_pkgs=(prometheus-node-exporter prometheus-process-exporter prometheus-cpp-dev)
+# make bench: the exporters the agent is measured beside (tests/bench/processes.py)
+bench_pkgs=(prometheus-node-exporter prometheus-process-exporter)
 
 # --build-only: what the build needs; --test-only: what the tests need besides (make test installs
 # those while it builds).

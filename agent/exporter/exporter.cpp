@@ -1,23 +1,27 @@
-// One tick's metrics: every family filled from the snapshot, under the caps, and written as the
-// page (the text exposition format, version 0.0.4) once per tick; scrapes copy it. The page is
-// written here, not by a client library's registry: every series is the snapshot's, rebuilt
-// each tick (gone cgroups and processes must leave no series), which a registry of live metric
-// objects would have to be filled, collected, sorted and serialized for, each tick and scrape.
+// One tick's metrics: every family filled from the snapshot, under the caps, into the catalogue's
+// prometheus-cpp families (MetricFamily, ClientMetric; the sink is their Collectable), collected
+// and written by prometheus-cpp's TextSerializer as the page (the text exposition format, version
+// 0.0.4) once per tick; scrapes copy it. Not a Registry of Gauge and Counter objects: every series
+// is the snapshot's, rebuilt each tick (gone cgroups and processes must leave no series), which
+// live metric objects would have to be added, looked up by label map and removed for each tick.
 // Past 500 lines with a reason: the series sink (the one budget of series), the grouping of
 // processes under the per-role cap and the filling of each family share that accounting, and
 // apart they would pass it through every function. The families' names are families.h, their
 // catalogue metric_catalog.cpp.
 #include "headroom/exporter/exporter.h"
 
-#include <fmt/format.h>
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/metric_type.h>
+#include <prometheus/text_serializer.h>
 
 #include <algorithm>
 #include <array>
 #include <cassert>
-#include <cmath>
 #include <exception>
 #include <initializer_list>
-#include <iterator>
+#include <sstream>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -52,64 +56,42 @@ const MetricInfo* infoOf(std::string_view name) {
 double sec(std::uint64_t us) { return static_cast<double>(us) / 1e6; }
 double num(std::uint64_t v) { return static_cast<double>(v); }
 
-// The exposition's escaping: in label values a backslash, a double quote and a newline; in HELP
-// text a backslash and a newline.
-void appendEscaped(std::string& out, std::string_view text, bool label_value) {
-  std::size_t plain = 0;  // the start of the run not yet appended: appended at once
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c != '\\' && c != '\n' && (c != '"' || !label_value)) continue;
-    out.append(text.data() + plain, i - plain);
-    out += c == '\n' ? "\\n" : c == '"' ? "\\\"" : "\\\\";
-    plain = i + 1;
-  }
-  out.append(text.data() + plain, text.size() - plain);
-}
-
-// A family's HELP and TYPE lines.
-void appendHeader(std::string& out, const MetricInfo& info) {
-  out += "# HELP ";
-  out += info.name;
-  out += ' ';
-  appendEscaped(out, info.help, false);
-  out += "\n# TYPE ";
-  out += info.name;
-  out += ' ';
-  out += toString(info.type);
-  out += '\n';
-}
-
-// `name{labels} value`: the value as the shortest text that reads back the same double.
-void appendSample(std::string& out, std::string_view name, std::string_view labels, double value) {
-  out += name;
-  out += labels;
-  out += ' ';
-  if (std::isnan(value)) {
-    out += "NaN";
-  } else if (std::isinf(value)) {
-    out += value > 0 ? "+Inf" : "-Inf";
-  } else {
-    fmt::format_to(std::back_inserter(out), "{}", value);
-  }
-  out += '\n';
+prometheus::MetricType exposedType(MetricType t) {
+  return t == MetricType::kCounter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
 }
 
 // Adds series under a budget; what does not fit is counted, not added. In counting mode (a
-// cgroup or process left out by a cap) every series is counted only. Each series is kept as the
-// text of its sample line's labels (the exposition's, label names in order), so that the page
-// is written once per update, straight from these (render() only copies it). The sink lives
-// from one update to the next: a series set again keeps its entry (no allocation), one not set
-// in an update is left off its page and then forgotten, and a family's order by labels is
-// sorted again only when its series came or went.
-class SeriesSink {
+// cgroup or process left out by a cap) every series is counted only. The catalogue is
+// prometheus-cpp's families here (one MetricFamily each, one ClientMetric per series, labels in
+// name order), and the sink is the Collectable they are collected from once per update, for
+// TextSerializer to write the page (render() only copies it). The families live from one update
+// to the next: a series set again keeps its ClientMetric (its labels are not built again), one
+// not set in an update is taken out when the update ends, and a family's series are sorted by
+// labels again only when some came or went.
+class SeriesSink final : public prometheus::Collectable {
  public:
+  SeriesSink() : families_(metricCatalog().size()) {
+    for (std::size_t rank = 0; rank < families_.size(); ++rank) {
+      const MetricInfo& info = metricCatalog()[rank];
+      Family& f = families_[rank];
+      f.info = &info;
+      f.label_order.resize(info.labels.size());
+      for (std::size_t i = 0; i < f.label_order.size(); ++i) f.label_order[i] = i;
+      std::sort(f.label_order.begin(), f.label_order.end(),
+                [&](std::size_t a, std::size_t b) { return info.labels[a] < info.labels[b]; });
+      f.family.name = info.name;
+      f.family.help = info.help;  // written as it is: the catalogue's help has nothing to escape
+      f.family.type = exposedType(info.type);
+    }
+  }
+
   // A new update: every series unset, `budget` series to come.
   void begin(std::size_t budget) {
     budget_ = budget;
     added_ = dropped_ = 0;
     counting_only_ = false;
     ++generation_;
-    for (auto& [info, f] : families_) f.set = 0;
+    for (Family& f : families_) f.set = 0;
   }
 
   // One series of the family `name`, label values in the catalogue's label order.
@@ -134,53 +116,38 @@ class SeriesSink {
   std::size_t added() const { return added_; }
   std::size_t dropped() const { return dropped_; }
 
-  // The exposition text of every series set in this update: families in catalogue order, the
-  // series of each sorted by their labels, so that a page reads (and diffs) the same from one
-  // scrape to the next. Then the series not set are forgotten.
-  std::string text() {
-    std::vector<Family*> order;
-    order.reserve(families_.size());
-    for (auto& [info, f] : families_) {
-      if (f.set > 0) order.push_back(&f);
+  // Ends the update: the series it did not set are taken out, and each family's series are in
+  // order of their labels, so that a page reads (and diffs) the same from one scrape to the next.
+  void end() {
+    for (Family& f : families_) {
+      if (f.set < f.family.metric.size()) dropUnset(f);
+      if (!f.sorted) sortSeries(f);
     }
-    std::sort(order.begin(), order.end(), [](const Family* a, const Family* b) { return a->rank < b->rank; });
-    std::string out;
-    out.reserve(added_ * 96 + order.size() * 160);
-    for (Family* f : order) {
-      if (f->set < f->series.size()) {
-        std::erase_if(f->series, [&](const auto& kv) { return kv.second.generation != generation_; });
-        f->sorted.clear();
-      }
-      if (f->sorted.size() != f->series.size()) {
-        f->sorted.clear();
-        for (const auto& kv : f->series) f->sorted.push_back(&kv);
-        std::sort(f->sorted.begin(), f->sorted.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
-      }
-      appendHeader(out, *f->info);
-      for (const auto* kv : f->sorted) appendSample(out, f->info->name, kv->first, kv->second.value);
-    }
-    for (auto& [info, f] : families_) {
-      if (f.set == 0 && !f.series.empty()) {
-        f.series.clear();
-        f.sorted.clear();
-      }
+  }
+
+  // The families with series in the update that last ended, in catalogue order.
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out;
+    out.reserve(families_.size());
+    for (const Family& f : families_) {
+      if (!f.family.metric.empty()) out.push_back(f.family);
     }
     return out;
   }
 
  private:
-  struct Series {
-    double value = 0;
+  struct Slot {
+    std::size_t at = 0;            // in the family's metric
     std::uint64_t generation = 0;  // the update that last set it
   };
-  using SeriesMap = std::unordered_map<std::string, Series>;  // label text -> value
   struct Family {
     const MetricInfo* info = nullptr;
-    std::size_t rank = 0;                  // in the catalogue
     std::vector<std::size_t> label_order;  // label indices by name, as the exposition sorts them
-    SeriesMap series;
-    std::vector<const SeriesMap::value_type*> sorted;  // `series` by label text, while none came or went
-    std::size_t set = 0;                               // series set in this update
+    prometheus::MetricFamily family;       // name, help, type and the series
+    // A series' label values (in label_order, each ended by '\0') -> its slot.
+    std::unordered_map<std::string, Slot> index;
+    bool sorted = true;   // `family.metric` by labels, and every slot's place in it
+    std::size_t set = 0;  // series set in this update
   };
 
   void put(std::string_view name, const std::string_view* values, std::size_t n, double value, bool reserved) {
@@ -192,48 +159,82 @@ class SeriesSink {
       ++dropped_;
       return;
     }
-    Family& f = familyOf(info);
-    labels_.clear();
+    Family& f = families_[static_cast<std::size_t>(info - metricCatalog().data())];
+    key_.clear();
     for (std::size_t i : f.label_order) {
-      labels_ += labels_.empty() ? '{' : ',';
-      labels_ += info->labels[i];
-      labels_ += "=\"";
       const std::string_view v = values[i];
       if (isPrintableAscii(v))
-        appendEscaped(labels_, v, true);
+        key_ += v;
       else
-        appendEscaped(labels_, printableText(v), true);
-      labels_ += '"';
+        key_ += printableText(v);
+      key_ += '\0';
     }
-    if (!labels_.empty()) labels_ += '}';
-    auto it = f.series.find(labels_);
-    if (it == f.series.end()) {
-      it = f.series.emplace(labels_, Series{}).first;
-      f.sorted.clear();  // a series came: sorted again
+    std::vector<prometheus::ClientMetric>& metric = f.family.metric;
+    auto [it, inserted] = f.index.try_emplace(key_);
+    Slot& slot = it->second;
+    if (inserted) {
+      slot.at = metric.size();
+      metric.push_back(seriesOf(f, key_));
+      f.sorted = false;
     }
-    Series& s = it->second;
-    if (s.generation != generation_) {
-      s.generation = generation_;
-      s.value = value;
+    if (slot.generation != generation_) {
+      slot.generation = generation_;
       ++f.set;
       ++added_;
-    } else if (info->type == MetricType::kGauge) {
-      s.value = value;  // a gauge set twice keeps the last value; a counter is set once per update
+    } else if (info->type == MetricType::kCounter) {
+      return;  // a counter is set once per update; a gauge set twice keeps the last value
     }
+    prometheus::ClientMetric& m = metric[slot.at];
+    (info->type == MetricType::kCounter ? m.counter.value : m.gauge.value) = value;
   }
 
-  Family& familyOf(const MetricInfo* info) {
-    auto [it, inserted] = families_.try_emplace(info);
-    Family& f = it->second;
-    if (inserted) {
-      f.info = info;
-      f.rank = static_cast<std::size_t>(info - metricCatalog().data());
-      f.label_order.resize(info->labels.size());
-      for (std::size_t i = 0; i < f.label_order.size(); ++i) f.label_order[i] = i;
-      std::sort(f.label_order.begin(), f.label_order.end(),
-                [&](std::size_t a, std::size_t b) { return info->labels[a] < info->labels[b]; });
+  // A new series: its labels from its key.
+  static prometheus::ClientMetric seriesOf(const Family& f, std::string_view key) {
+    prometheus::ClientMetric m;
+    m.label.reserve(f.label_order.size());
+    for (std::size_t i : f.label_order) {
+      const std::size_t end = key.find('\0');
+      m.label.push_back({f.info->labels[i], std::string(key.substr(0, end))});
+      key.remove_prefix(end + 1);
     }
-    return f;
+    return m;
+  }
+
+  // Takes out the series this update did not set.
+  void dropUnset(Family& f) {
+    std::vector<prometheus::ClientMetric>& metric = f.family.metric;
+    std::vector<bool> gone(metric.size(), false);
+    std::erase_if(f.index, [&](const auto& kv) {
+      if (kv.second.generation == generation_) return false;
+      gone[kv.second.at] = true;
+      return true;
+    });
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < metric.size(); ++i) {
+      if (gone[i]) continue;
+      if (kept != i) metric[kept] = std::move(metric[i]);
+      ++kept;
+    }
+    metric.erase(metric.begin() + static_cast<std::ptrdiff_t>(kept), metric.end());
+    f.sorted = false;  // the slots' places moved
+  }
+
+  // Sorts the family's series by labels and points every slot at its series' new place.
+  void sortSeries(Family& f) {
+    std::vector<prometheus::ClientMetric>& metric = f.family.metric;
+    std::sort(metric.begin(), metric.end(),
+              [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) { return a.label < b.label; });
+    for (std::size_t i = 0; i < metric.size(); ++i) {
+      key_.clear();
+      for (const prometheus::ClientMetric::Label& l : metric[i].label) {
+        key_ += l.value;
+        key_ += '\0';
+      }
+      const auto it = f.index.find(key_);
+      assert(it != f.index.end() && "every series has its slot");
+      if (it != f.index.end()) it->second.at = i;
+    }
+    f.sorted = true;
   }
 
   std::size_t budget_ = 0;
@@ -241,9 +242,19 @@ class SeriesSink {
   std::size_t dropped_ = 0;
   bool counting_only_ = false;
   std::uint64_t generation_ = 0;
-  std::unordered_map<const MetricInfo*, Family> families_;
-  std::string labels_;  // the series being added, reused
+  std::vector<Family> families_;  // by rank in the catalogue
+  std::string key_;               // the series being added, reused
 };
+
+// The page: TextSerializer's text of the families, into a buffer of `size_hint` bytes (a stream
+// that grows as it goes costs more than the serializing).
+std::string pageOf(const std::vector<prometheus::MetricFamily>& families, std::size_t size_hint) {
+  std::string buffer;
+  buffer.reserve(size_hint);
+  std::ostringstream out(std::move(buffer));
+  prometheus::TextSerializer().Serialize(out, families);
+  return std::move(out).str();
+}
 
 // Processes with the same (cgroup, role, comm), summed.
 struct ProcessGroup {
@@ -555,6 +566,7 @@ struct Exporter::State {
   // so that a scrape never waits for an update).
   std::mutex update_mu;
   SeriesSink sink;
+  std::size_t page_bytes = 0;  // the last page's size
 };
 
 void Exporter::recordBudget(const BudgetDecision& d) {
@@ -724,7 +736,10 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     if (dropped_slot) sink.addReserved(kSeriesDropped, num(dropped));
     if (series_slot) sink.addReserved(kSeries, num(series));
 
-    std::string page = sink.text();
+    sink.end();
+    // Room for the last page and some.
+    std::string page = pageOf(sink.Collect(), state_->page_bytes + state_->page_bytes / 8 + 4096);
+    state_->page_bytes = page.size();
     std::lock_guard<std::mutex> lock(mu_);
     state_->page = std::move(page);
     state_->series = series;
@@ -738,13 +753,22 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
 
 std::string Exporter::render(double last_scrape_duration_s) const {
   std::string out;
+  bool scrape_slot = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.reserve(state_->page.size() + 256);
+    out = state_->page;
+    scrape_slot = state_->scrape_slot;
+  }
+  // The scrape's own duration, known only now: its family written after the page's.
   const MetricInfo* info = infoOf(kScrapeDuration);
-  std::lock_guard<std::mutex> lock(mu_);
-  out.reserve(state_->page.size() + 256);
-  out = state_->page;
-  if (state_->scrape_slot && info != nullptr) {
-    appendHeader(out, *info);
-    appendSample(out, info->name, "", last_scrape_duration_s);
+  if (scrape_slot && info != nullptr) {
+    std::vector<prometheus::MetricFamily> scrape(1);
+    scrape[0].name = info->name;
+    scrape[0].help = info->help;
+    scrape[0].type = exposedType(info->type);
+    scrape[0].metric.emplace_back().gauge.value = last_scrape_duration_s;
+    out += pageOf(scrape, 256);
   }
   return out;
 }

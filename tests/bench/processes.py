@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The per-process sampling cost, side by side in one run (part of `make bench`; alone:
-`python3 tests/bench/processes.py BUILD [--sizes 100,1000,5000] [--seconds 30]`, root).
+`python3 tests/bench/processes.py BUILD [--sizes 100,1000,5000] [--seconds 30] [--rounds N]
+[--only hr_iter,hr_hand,node]`, root).
 
 N sleeping processes in 20 memory cgroups (made under the bench's own memory cgroup, removed
 after); each exporter alone in turn, scraped every second for `seconds`:
@@ -8,9 +9,13 @@ after); each exporter alone in turn, scraped every second for `seconds`:
   with the sampler's cache);
 - the agent as it was before either (every /proc file of every process each sample): built
   from BASELINE_COMMIT in a git worktree under the build directory, once;
+- the agent as it was with its page written by hand (before prometheus-cpp's TextSerializer
+  wrote it): built from HAND_WRITTEN_COMMIT the same way;
+  (HEADROOM_BENCH_BASELINE and HEADROOM_BENCH_HAND_WRITTEN name binaries built already instead)
 - node_exporter and process-exporter (Debian's packages).
 CPU from the scheduler's counters (schedstat, every thread), RSS at the end, scrape latency
-p50/p99, series. For the agent, the sampling thread's CPU by phase (the
+p50/p99, series; with --rounds, the exporters take turns that many times and each figure is the
+median of its rounds. For the agent, the sampling thread's CPU by phase (the
 headroom_sample_cpu_seconds_total counters) and the /proc files one sample read: the breakdown
 written beside the table.
 """
@@ -31,6 +36,8 @@ import bpf_stats
 
 # The last commit before the task iterator and the sampler's cache: "today" in the issue's terms.
 BASELINE_COMMIT = "de380c8"
+# The last commit whose page was written by hand, not by prometheus-cpp's TextSerializer.
+HAND_WRITTEN_COMMIT = "329984c"
 GROUPS = 20
 DEFAULT_SECONDS = 30
 SETTLE = 6  # seconds an exporter runs before it is measured (start-up, first samples)
@@ -200,32 +207,61 @@ def iterator_ns_per_task(seconds=5):
     return (ns1 - ns0) / (n1 - n0) if n1 > n0 else None
 
 
-def baseline_binary(build):
-    """The agent as of BASELINE_COMMIT, built once (Release) in a worktree under the build dir."""
-    if os.environ.get("HEADROOM_BENCH_BASELINE"):
-        return os.environ["HEADROOM_BENCH_BASELINE"]
-    src = os.path.abspath(os.path.join(build, "baseline-src"))
-    out = os.path.abspath(os.path.join(build, "baseline"))
+def worktree_binary(build, commit, name, env):
+    """The agent as of `commit`, built once (Release) in a worktree under the build dir
+    (BUILD/NAME-src, built in BUILD/NAME); $ENV names a binary to use instead."""
+    if os.environ.get(env):
+        return os.environ[env]
+    src = os.path.abspath(os.path.join(build, f"{name}-src"))
+    out = os.path.abspath(os.path.join(build, name))
     binary = os.path.join(out, "headroom")
     if os.path.exists(binary):
         return binary
     if not os.path.exists(src):
-        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", "--force", src, BASELINE_COMMIT], check=True)
+        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", "--force", src, commit], check=True)
     subprocess.run(["cmake", "-S", src, "-B", out, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DHEADROOM_TESTS=OFF"],
                    check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", out, "--target", "headroom"], check=True, stdout=subprocess.DEVNULL)
     return binary
 
 
-def run(build, sizes, seconds):
+def baseline_binary(build):
+    return worktree_binary(build, BASELINE_COMMIT, "baseline", "HEADROOM_BENCH_BASELINE")
+
+
+def hand_written_binary(build):
+    return worktree_binary(build, HAND_WRITTEN_COMMIT, "hand-written", "HEADROOM_BENCH_HAND_WRITTEN")
+
+
+def median_of(rounds):
+    """One result from several rounds of one exporter: the median of each figure."""
+    if len(rounds) == 1:
+        return rounds[0]
+    out = dict(rounds[-1])
+    for k, v in rounds[-1].items():
+        if isinstance(v, (int, float)) and all(isinstance(r.get(k), (int, float)) for r in rounds):
+            out[k] = statistics.median(r[k] for r in rounds)
+        elif k == "phases_ms":
+            out[k] = {ph: statistics.median(r[k].get(ph, 0) for r in rounds) for ph in v}
+    out["rounds"] = len(rounds)
+    return out
+
+
+def run(build, sizes, seconds, rounds=1, only=None):
+    """Each exporter (all, or the keys in `only`) alone in turn at each size, `rounds` times."""
     headroom = os.path.join(build, "headroom")
-    baseline = baseline_binary(build)
+    wanted = (lambda key: only is None or key in only)
+    baseline = baseline_binary(build) if wanted("hr_base") else None
+    hand = hand_written_binary(build) if wanted("hr_hand") else None
     pe_cfg = os.path.join(build, "process-exporter.yml")
     with open(pe_cfg, "w") as f:
         f.write('process_names:\n  - name: "{{.Comm}}"\n    cmdline:\n    - \'.+\'\n')
     exporters = [
         ("headroom agent, task iterator (default)", "hr_iter",
          [headroom, "agent", "--listen", "127.0.0.1:19601", "--interval", "1s"], "http://127.0.0.1:19601/metrics", True),
+        (f"headroom agent, task iterator, its page written by hand ({HAND_WRITTEN_COMMIT}: before prometheus-cpp)",
+         "hr_hand", [hand, "agent", "--listen", "127.0.0.1:19607", "--interval", "1s"],
+         "http://127.0.0.1:19607/metrics", True),
         ("headroom agent, `--sensors.tasks false` (/proc, cached)", "hr_procfs",
          [headroom, "agent", "--listen", "127.0.0.1:19602", "--interval", "1s", "--sensors.tasks", "false"],
          "http://127.0.0.1:19602/metrics", True),
@@ -241,40 +277,58 @@ def run(build, sizes, seconds):
          [PROCESS_EXPORTER, "-web.listen-address", "127.0.0.1:19605", "-config.path", pe_cfg],
          "http://127.0.0.1:19605/metrics", False),
     ]
+    exporters = [e for e in exporters if wanted(e[1])]
     results = {}
     for n in sizes:
         sl = Sleepers(n)
         try:
-            for label, key, cmd, url, is_hr in exporters:
-                print(f"bench: {n} processes, {label} ...", flush=True)
-                results[(n, key)] = measure(cmd, url, seconds, is_hr)
-                results[(n, key)]["processes"] = sl.count
+            measured = {}
+            for r in range(rounds):
+                for label, key, cmd, url, is_hr in exporters:
+                    print(f"bench: {n} processes, round {r + 1} of {rounds}, {label} ...", flush=True)
+                    m = measure(cmd, url, seconds, is_hr)
+                    m["processes"] = sl.count
+                    measured.setdefault(key, []).append(m)
+            for key, ms in measured.items():
+                results[(n, key)] = median_of(ms)
         finally:
             sl.close()
     return exporters, results
 
 
 def table(exporters, results, sizes, seconds):
-    rows = [f"## Per-process sampling: 1 s samples, scraped every second for {seconds} s\n",
+    keys = {key for _, key, *_ in exporters}
+    rounds = max((r.get("rounds", 1) for r in results.values()), default=1)
+    each = f"; the median of {rounds} rounds, the exporters taking turns" if rounds > 1 else ""
+    rows = [f"## Per-process sampling: 1 s samples, scraped every second for {seconds} s{each}\n",
             "| processes | exporter | CPU | RSS | scrape p50 / p99 | series |", "| --- | --- | --- | --- | --- | --- |"]
     for n in sizes:
         for label, key, *_ in exporters:
             r = results[(n, key)]
             rows.append(f"| {r['processes']} | {label} | {r['cpu_ms_per_s']:.2f} ms/s ({r['cpu_ms_per_s'] / 10:.2f} % of a "
                         f"core) | {r['rss'] / 2**20:.1f} MiB | {r['p50']:.1f} / {r['p99']:.1f} ms | {r['series']} |")
+
+    def cpu(n, key):
+        return results[(n, key)]["cpu_ms_per_s"] if key in keys else None
+
+    def ratio(a, b, fmt="{:.2f}x"):
+        return fmt.format(a / b) if a is not None and b else "—"
+
     rows += ["", "| processes | agent (task iterator) vs: node_exporter | process-exporter | the agent before | "
              "above its own floor (per-process part) | `--sensors.tasks false` vs the agent before | target |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for n in sizes:
-        it = results[(n, "hr_iter")]["cpu_ms_per_s"]
-        pf = results[(n, "hr_procfs")]["cpu_ms_per_s"]
-        base = results[(n, "hr_base")]["cpu_ms_per_s"]
-        floor = results[(n, "hr_floor")]["cpu_ms_per_s"]
-        rows.append(f"| {results[(n, 'hr_iter')]['processes']} | {it / results[(n, 'node')]['cpu_ms_per_s']:.2f}x | "
-                    f"{it / results[(n, 'procexp')]['cpu_ms_per_s']:.3f}x | {it / base:.3f}x ({base / it:.1f} times "
-                    f"cheaper) | {it - floor:.2f} ms/s (floor {floor:.2f} ms/s) | {base / pf:.1f} times cheaper | "
+        it, pf, base = cpu(n, "hr_iter"), cpu(n, "hr_procfs"), cpu(n, "hr_base")
+        floor = cpu(n, "hr_floor")
+        if it is None:
+            continue
+        before = f"{it / base:.3f}x ({base / it:.1f} times cheaper)" if base else "—"
+        above = f"{it - floor:.2f} ms/s (floor {floor:.2f} ms/s)" if floor is not None else "—"
+        procfs = f"{base / pf:.1f} times cheaper" if base and pf else "—"
+        rows.append(f"| {results[(n, 'hr_iter')]['processes']} | {ratio(it, cpu(n, 'node'))} | "
+                    f"{ratio(it, cpu(n, 'procexp'), '{:.3f}x')} | {before} | {above} | {procfs} | "
                     f"<= 5 ms/s at 1,000; /proc path >= 3x cheaper |")
-    if len(sizes) > 1:
+    if len(sizes) > 1 and {"hr_iter", "hr_floor"} <= keys:
         per = []
         for n in sizes:
             r = results[(n, "hr_iter")]
@@ -282,11 +336,29 @@ def table(exporters, results, sizes, seconds):
                        f"ms/s at {r['processes']}")
         rows.append("\nPer-process part per 1,000 processes (task iterator, above the floor): " + ", ".join(per) +
                     " (linear when these are close).")
+    if {"hr_iter", "hr_hand"} <= keys:
+        rows += ["", f"### The page through prometheus-cpp (this build) vs written by hand ({HAND_WRITTEN_COMMIT})\n",
+                 "| processes | CPU: prometheus-cpp / by hand | RSS | scrape p50 / p99 | exporter phase per sample "
+                 "(user + system) | node_exporter's CPU | target |",
+                 "| --- | --- | --- | --- | --- | --- | --- |"]
+        for n in sizes:
+            a, h = results[(n, "hr_iter")], results[(n, "hr_hand")]
+
+            def phase(r):
+                return r["phases_ms"].get(("exporter", "user"), 0) + r["phases_ms"].get(("exporter", "system"), 0)
+            node = f"{cpu(n, 'node'):.2f} ms/s" if "node" in keys else "—"
+            rows.append(f"| {a['processes']} | {a['cpu_ms_per_s']:.2f} / {h['cpu_ms_per_s']:.2f} ms/s "
+                        f"({a['cpu_ms_per_s'] / h['cpu_ms_per_s']:.2f}x) | {a['rss'] / 2**20:.1f} / "
+                        f"{h['rss'] / 2**20:.1f} MiB | {a['p50']:.1f} / {a['p99']:.1f} ms vs {h['p50']:.1f} / "
+                        f"{h['p99']:.1f} ms | {phase(a):.2f} / {phase(h):.2f} ms | {node} | "
+                        f"the agent <= node_exporter at 1,000 |")
     rows += ["", "### One sample, by phase (sampling thread, ms per sample, user / system)\n",
              "| processes | agent | processes | cgroups | model | exporter | whole agent per sample | /proc files read in one sample |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for n in sizes:
-        for key in ("hr_iter", "hr_procfs"):
+        for key in ("hr_iter", "hr_hand", "hr_procfs"):
+            if key not in keys:
+                continue
             r = results[(n, key)]
             ph = r["phases_ms"]
 
@@ -295,14 +367,15 @@ def table(exporters, results, sizes, seconds):
                 system = ph.get((phase, "system"), 0)
                 return f"{user:.2f} / {system:.2f}"
             files = r.get("proc_files") or {}
-            rows.append(f"| {r['processes']} | {r['source']} | {cell('processes')} | {cell('cgroups')} | {cell('model')} | "
+            agent = r["source"] + (f" ({HAND_WRITTEN_COMMIT}, page by hand)" if key == "hr_hand" else "")
+            rows.append(f"| {r['processes']} | {agent} | {cell('processes')} | {cell('cgroups')} | {cell('model')} | "
                         f"{cell('exporter')} | {r['process_ms_per_sample']:.2f} | {files.get('total', '?')} "
                         f"(status {files.get('status', '?')}, smaps_rollup {files.get('smaps_rollup', '?')}, cmdline "
                         f"{files.get('cmdline', '?')}, cgroup {files.get('cgroup', '?')}) |")
     rows.append("\nWhole agent per sample, less the four phases: the HTTP server (one scrape a second here) and the "
                 "sensors' event loop.")
     per_task = [f"{results[(n, 'hr_iter')]['iter_ns_per_task']:.0f} ns at {results[(n, 'hr_iter')]['processes']}"
-                for n in sizes if results[(n, "hr_iter")].get("iter_ns_per_task")]
+                for n in sizes if "hr_iter" in keys and results[(n, "hr_iter")].get("iter_ns_per_task")]
     if per_task:
         rows.append("\nThe task iterator's program per task (kernel BPF stats, after the CPU was measured; each "
                     "includes the stats' own ~75-80 ns): " + ", ".join(per_task) + ".")
@@ -314,6 +387,9 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--sizes", default="100,1000,5000")
     ap.add_argument("--seconds", type=int, default=DEFAULT_SECONDS)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--only", help="exporter keys, comma-separated (hr_iter, hr_hand, hr_procfs, hr_floor, hr_base, "
+                                   "node, procexp)")
     ap.add_argument("--out")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -322,7 +398,8 @@ def main():
         if not shutil.which(tool):
             raise SystemExit(f"bench: {tool} missing (deploy/install-deps.sh installs it)")
     sizes = [int(s) for s in a.sizes.split(",")]
-    exporters, results = run(a.build, sizes, a.seconds)
+    only = set(a.only.split(",")) if a.only else None
+    exporters, results = run(a.build, sizes, a.seconds, a.rounds, only)
     text = table(exporters, results, sizes, a.seconds)
     print(text)
     if a.out:

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -118,7 +119,12 @@ bool parseSampleLine(std::string_view line, Sample& out) {
   }
   if (i >= line.size() || line[i] != ' ') return false;
   const std::string value(line.substr(i + 1));
-  if (value == "+Inf" || value == "-Inf" || value == "NaN") return true;
+  // NaN as the format spells it, and as prometheus-cpp does (Prometheus reads either: Go's
+  // ParseFloat ignores case).
+  if (value == "+Inf" || value == "-Inf" || value == "NaN" || value == "Nan") {
+    out.value = value == "+Inf" ? HUGE_VAL : value == "-Inf" ? -HUGE_VAL : std::nan("");
+    return true;
+  }
   char* end = nullptr;
   out.value = std::strtod(value.c_str(), &end);
   return end != value.c_str() && *end == '\0';
@@ -231,6 +237,8 @@ TEST(MetricsCatalog, NamesFollowPrometheusConventions) {
     EXPECT_TRUE(seen.insert(m.name).second) << m.name << " twice";
     EXPECT_TRUE(validName(m.name)) << m.name;
     EXPECT_FALSE(m.help.empty()) << m.name;
+    // TextSerializer writes HELP text as it is: none may need escaping.
+    EXPECT_EQ(m.help.find_first_of("\\\n"), std::string::npos) << m.name << ": a backslash or newline in HELP";
     EXPECT_EQ(findMetric(m.name), &m);
     const bool total = m.name.ends_with("_total");
     EXPECT_EQ(total, m.type == MetricType::kCounter) << m.name << ": counters and only counters end in _total";
@@ -482,6 +490,44 @@ TEST(ExporterRender, TextIsWellFormed) {
   EXPECT_EQ(e.get("headroom_process_pinned_peak_bytes", w3), 0.0);
 }
 
+// Exact lines: labels in name order, quotes and backslashes escaped, NaN and the infinities as
+// Prometheus reads them.
+TEST(ExporterRender, ExactLines) {
+  Exporter ex(ExporterLimits{});
+  Exporter::ProbeFigures p;
+  p.allocatable_bytes = 3 * kGiB;
+  p.bytes_per_second = std::nan("");
+  p.duration_seconds = HUGE_VAL;
+  p.others_growth_bytes = -HUGE_VAL;
+  p.timestamp_s = 1700000000.25;
+  Workload w;
+  w.identity.unit = "a\"b\\c.scope";
+  ex.recordProbe("/jobs", p);
+  ex.recordOomKill("/jobs", w, Role::kProver, "cuzk", 1700000000.5);
+  ex.update(Snapshot{}, {}, {});
+  const std::string text = ex.render(0.5);
+  const std::string cg = R"(cgroup="/jobs",container="",namespace="",pod="",unit="")";
+  const std::vector<std::string> lines = {
+      "# HELP headroom_probe_allocatable_bytes What the latest probe found allocatable in the cgroup, in bytes.\n"
+      "# TYPE headroom_probe_allocatable_bytes gauge\n",
+      "headroom_probe_allocatable_bytes{" + cg + "} 3221225472\n",
+      "headroom_probe_touch_bytes_per_second{" + cg + "} Nan\n",
+      "headroom_probe_duration_seconds{" + cg + "} +Inf\n",
+      R"(headroom_probe_overhead_bytes{cgroup="/jobs",container="",kind="others",namespace="",pod="",unit=""} -Inf)",
+      "headroom_probe_last_timestamp_seconds{" + cg + "} 1700000000.25\n",
+      "# TYPE headroom_oom_kills_total counter\n",
+      R"(headroom_oom_kills_total{cgroup="/jobs",container="",namespace="",pod="",process="cuzk",role="prover",)"
+      R"(unit="a\"b\\c.scope"} 1)",
+      "# TYPE headroom_scrape_duration_seconds gauge\nheadroom_scrape_duration_seconds 0.5\n",
+  };
+  for (const std::string& line : lines) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\nnot in\n" << text;
+  }
+  const Exposition e = parseExposition(text);
+  expectConsistentWithCatalog(e);
+  EXPECT_TRUE(std::isnan(e.get("headroom_probe_touch_bytes_per_second", {{"cgroup", "/jobs"}}).value_or(0)));
+}
+
 TEST(ExporterRender, GoneCgroupsAndProcessesLeaveNoSeries) {
   Exporter ex(ExporterLimits{});
   Snapshot a;
@@ -587,6 +633,8 @@ TEST(ExporterCardinality, TopProcessesPerRoleRestIsOther) {
 
 TEST(ExporterCardinality, MaxSeriesIsAHardCap) {
   const Snapshot s = manyProcesses(2000);
+  Exporter uncapped(ExporterLimits{});
+  uncapped.update(s, {}, {});
   for (std::size_t max : {0, 1, 2, 3, 20, 50, 100}) {
     ExporterLimits limits;
     limits.max_series = max;
@@ -597,6 +645,7 @@ TEST(ExporterCardinality, MaxSeriesIsAHardCap) {
     EXPECT_LE(e.samples.size(), max);
     EXPECT_EQ(ex.seriesCount(), e.samples.size()) << max;
     EXPECT_GT(ex.seriesDropped(), 0u) << max;
+    EXPECT_EQ(ex.seriesCount() + ex.seriesDropped(), uncapped.seriesCount()) << max << ": each left out is counted";
     if (max >= 3) {
       EXPECT_EQ(e.get("headroom_series_dropped"), static_cast<double>(ex.seriesDropped()));
       EXPECT_EQ(e.get("headroom_series"), static_cast<double>(e.samples.size()));
@@ -609,8 +658,6 @@ TEST(ExporterCardinality, MaxSeriesIsAHardCap) {
     }
   }
   // With room for everything nothing is dropped, and the count is the same as uncapped.
-  Exporter uncapped(ExporterLimits{});
-  uncapped.update(s, {}, {});
   ExporterLimits exact;
   exact.max_series = uncapped.seriesCount();
   Exporter ex(exact);
@@ -640,6 +687,25 @@ TEST(ExporterCardinality, MaxCgroupsKeepsTheLargest) {
   EXPECT_TRUE(e.all("headroom_process_group_size").empty()) << "processes of a left-out cgroup are left out too";
   EXPECT_GT(ex.seriesDropped(), 0u);
   EXPECT_EQ(e.get("headroom_series_dropped"), static_cast<double>(ex.seriesDropped()));
+  // The left-out cgroups and their processes are counted, series by series, and none is shown.
+  Exporter uncapped(ExporterLimits{});
+  uncapped.update(s, {}, {});
+  EXPECT_EQ(ex.seriesCount() + ex.seriesDropped(), uncapped.seriesCount());
+  const Exposition all = parseExposition(uncapped.render(0));
+  std::size_t left_out = 0;
+  const std::set<std::string> smaller = {"/c1", "/c2", "/c3"};
+  for (const Sample& smp : all.samples) left_out += smaller.contains(lbl(smp, "cgroup")) ? 1 : 0;
+  EXPECT_EQ(ex.seriesDropped(), left_out);
+  for (const Sample& smp : e.samples) EXPECT_NE(lbl(smp, "cgroup"), "/c1") << smp.name;
+  // Again with other cgroups left out: a series counted once is not shown later by mistake.
+  s.cgroups[0].memory.usage = 9 * kGiB;
+  ex.update(s, {}, {});
+  const Exposition again = parseExposition(ex.render(0));
+  std::set<std::string> now;
+  for (const Sample* smp : again.all("headroom_cgroup_usage_bytes")) now.insert(lbl(*smp, "cgroup"));
+  EXPECT_EQ(now, (std::set<std::string>{"/c1", "/c5"}));
+  for (const Sample& smp : again.samples) EXPECT_NE(lbl(smp, "cgroup"), "/c4") << smp.name;
+  EXPECT_EQ(again.all("headroom_process_group_size").size(), 1u) << "/c1's process, shown with its cgroup";
 }
 
 TEST(ExporterCardinality, OomLabelSetsAreCapped) {
