@@ -7,6 +7,7 @@
 
 #include "headroom/cli/commands.h"
 #include "headroom/config/config.h"
+#include "headroom/net/http_client.h"
 #include "headroom/util/exit_codes.h"
 #include "headroom/util/logging.h"
 #include "headroom/version.h"
@@ -294,6 +295,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  headroom::initHttpClient();  // process-wide and not thread-safe: before any thread starts
   // Exceptions belong to start-up and the CLI; one that escapes is a bug, reported in one line.
   try {
     return run(argc, argv);

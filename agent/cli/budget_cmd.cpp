@@ -11,7 +11,7 @@
 
 #include "headroom/cli/commands.h"
 #include "headroom/controller/prover_budget.h"
-#include "headroom/exporter/http.h"
+#include "headroom/net/http_client.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/collector.h"
 #include "headroom/util/exit_codes.h"

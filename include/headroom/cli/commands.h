@@ -15,9 +15,9 @@
 
 #include "headroom/config/config.h"
 #include "headroom/controller/controller.h"
-#include "headroom/exporter/http.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/net/http_client.h"
 
 namespace headroom::cli {
 
