@@ -7,6 +7,7 @@
 
 #include "headroom/cli/commands.h"
 #include "headroom/config/config.h"
+#include "headroom/net/http_client.h"
 #include "headroom/util/exit_codes.h"
 #include "headroom/util/logging.h"
 #include "headroom/version.h"
@@ -138,6 +139,19 @@ int run(int argc, char** argv) {
                          "Clean runs after which one margin step is given back (default 3)"));
   };
 
+  // The flags `budget` and `top` share to reach the agent: its URL (`url_help` says what for; a
+  // default URL is shown) and the credentials of a web config.
+  auto addAgentClientFlags = [](CLI::App* sub, headroom::cli::AgentClientOptions& a, const std::string& url_help) {
+    auto* url = sub->add_option("--agent", a.url, url_help);
+    if (!a.url.empty()) url->capture_default_str();
+    sub->add_option("--agent-ca", a.ca, "https: the CA the agent's certificate must chain to");
+    sub->add_option("--agent-cert", a.cert, "https: a client certificate for the agent");
+    sub->add_option("--agent-key", a.key, "https: the client certificate's key");
+    sub->add_option("--agent-user", a.user, "Basic auth: the user");
+    sub->add_option("--agent-password-file", a.password_file,
+                    "Basic auth: a file holding the password (its first line)");
+  };
+
   headroom::cli::RunOptions run_opts;
   auto* run_cmd = app.add_subcommand(
       "run", "Supervise a prover: give it a budget, retry with a larger margin after a confirmed OOM kill");
@@ -180,14 +194,7 @@ int run(int argc, char** argv) {
                    "bytes, mib, gib (whole units, rounded down), env (shell assignments), json")
       ->check(CLI::IsMember({"bytes", "mib", "gib", "env", "json"}))
       ->capture_default_str();
-  budget->add_option("--agent", budget_opts.agent_url, "Ask the agent at this URL first (http:// or https://)")
-      ->capture_default_str();
-  budget->add_option("--agent-ca", budget_opts.agent_ca, "https: the CA the agent's certificate must chain to");
-  budget->add_option("--agent-cert", budget_opts.agent_cert, "https: a client certificate for the agent");
-  budget->add_option("--agent-key", budget_opts.agent_key, "https: the client certificate's key");
-  budget->add_option("--agent-user", budget_opts.agent_user, "Basic auth: the user");
-  budget->add_option("--agent-password-file", budget_opts.agent_password_file,
-                     "Basic auth: a file holding the password (its first line)");
+  addAgentClientFlags(budget, budget_opts.agent, "Ask the agent at this URL first (http:// or https://)");
   budget->add_flag("--local", budget_opts.local, "Never ask the agent: compute the budget here");
   budget->add_option("--cgroup", budget_opts.cgroup, "Local: the prover's memory cgroup; default: the caller's own");
   budget->add_option("--role-rule", budget_opts.role_rules, "Local: ROLE=KIND:VALUE rules that say who the prover is");
@@ -219,14 +226,8 @@ int run(int argc, char** argv) {
   auto* top = app.add_subcommand(
       "top", "A live view: machine, cgroups (visible/invisible), processes by PSS, the last OOM kills, the budget");
   top->add_option("--interval", top_opts.interval, "Time between refreshes (100ms..1h)")->capture_default_str();
-  top->add_option("--agent", top_opts.agent_url,
-                  "Show what the agent at this URL serves (http:// or https://); default: sample here");
-  top->add_option("--agent-ca", top_opts.agent_ca, "https: the CA the agent's certificate must chain to");
-  top->add_option("--agent-cert", top_opts.agent_cert, "https: a client certificate for the agent");
-  top->add_option("--agent-key", top_opts.agent_key, "https: the client certificate's key");
-  top->add_option("--agent-user", top_opts.agent_user, "Basic auth: the user");
-  top->add_option("--agent-password-file", top_opts.agent_password_file,
-                  "Basic auth: a file holding the password (its first line)");
+  addAgentClientFlags(top, top_opts.agent,
+                      "Show what the agent at this URL serves (http:// or https://); default: sample here");
   top->add_option("--journal", top_opts.journal, "Sampling here: the OOM journal the last kills come from")
       ->capture_default_str();
   top->add_option("--role-rule", top_opts.role_rules, "Sampling here: ROLE=KIND:VALUE, as for snapshot");
@@ -294,6 +295,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  headroom::initHttpClient();  // process-wide and not thread-safe: before any thread starts
   // Exceptions belong to start-up and the CLI; one that escapes is a bug, reported in one line.
   try {
     return run(argc, argv);

@@ -1,12 +1,13 @@
 # The layers, bottom to top, and the headers each may include. Data flows one way: sources and
 # sensors -> model -> controller / probe / journal -> report / exporter -> config -> incidents ->
-# daemon, supervisor -> cli. Each layer's library is compiled against a view of include/headroom/
-# that holds its own headers and those of the layers it may use, and nothing else: an upward
-# include is a "file not found" at compile time, not a habit to be kept by review.
+# daemon, supervisor -> cli; under them all util, and net (HTTP: the server and the one client),
+# which every layer above may use. Each layer's library is compiled against a view of
+# include/headroom/ that holds its own headers and those of the layers it may use, and nothing
+# else: an upward include is a "file not found" at compile time, not a habit to be kept by review.
 #
 #   headroom_layer(NAME SEES layer... SOURCES file... [LINK target...] [PRIVATE target...])
 #     makes the library headroom_<NAME> from SOURCES, with the view of NAME (itself and SEES).
-set(HEADROOM_LAYERS util sources sensors model controller probe journal report exporter config incidents daemon supervisor cli)
+set(HEADROOM_LAYERS util net sources sensors model controller probe journal report exporter config incidents daemon supervisor cli)
 set(HEADROOM_LAYER_VIEWS ${CMAKE_BINARY_DIR}/layers)
 
 # build/layers/<layer>/headroom/<seen> -> include/headroom/<seen>, remade at each configure.

@@ -11,7 +11,7 @@
 
 #include "headroom/cli/commands.h"
 #include "headroom/controller/prover_budget.h"
-#include "headroom/exporter/http.h"
+#include "headroom/net/http_client.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/collector.h"
 #include "headroom/util/exit_codes.h"
@@ -42,11 +42,10 @@ Result<std::uint64_t> u64Field(const nlohmann::json& j, const char* key) {
 // computed here, with less history, would hand out what it refused. That answer is an error of
 // kind kUnavailable; any other failure to get an answer is another kind.
 Result<Answer> askAgent(const BudgetCliOptions& opts) {
-  std::string base = opts.agent_url;
+  std::string base = opts.agent.url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::string url = base + "/v1/budget";
-  auto auth =
-      agentClientAuth(opts.agent_ca, opts.agent_cert, opts.agent_key, opts.agent_user, opts.agent_password_file);
+  auto auth = agentClientAuth(opts.agent);
   if (!auth) return auth.error();
   auto r = httpGet(url, kAgentTimeout, *auth);
   if (!r) return r.error();
@@ -59,7 +58,7 @@ Result<Answer> askAgent(const BudgetCliOptions& opts) {
     if (r->status == 401)
       return badInput(
           fmt::format("{} answered 401: {} (--agent-user, --agent-password-file)", url,
-                      opts.agent_user.empty() ? "it asks for basic auth" : "the user or password is wrong"));
+                      opts.agent.user.empty() ? "it asks for basic auth" : "the user or password is wrong"));
     bool refused = j.is_object() && j.contains("decision") && j["decision"].is_object() &&
                    (opts.cgroup.empty() || normaliseCgroupPath(opts.cgroup) == j.value("cgroup", ""));
     return makeError(refused ? ErrorKind::kUnavailable : ErrorKind::kIo,
@@ -172,7 +171,7 @@ int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostre
   if (!opts.local) {
     auto a = askAgent(opts);
     if (a) {
-      spdlog::info("budget for {} from the agent at {} (generation {})", a->cgroup, opts.agent_url, a->generation);
+      spdlog::info("budget for {} from the agent at {} (generation {})", a->cgroup, opts.agent.url, a->generation);
       print(*a, opts.format, out);
       return kExitOk;
     }

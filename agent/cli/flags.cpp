@@ -76,13 +76,12 @@ int fail(std::ostream& err, std::string_view command, const Error& e) {
   return exitCodeFor(e);
 }
 
-Result<HttpClientAuth> agentClientAuth(const std::string& ca, const std::string& cert, const std::string& key,
-                                       const std::string& user, const std::string& password_file) {
-  HttpClientAuth auth{ca, cert, key, user, ""};
-  if (!password_file.empty()) {
-    std::ifstream in(password_file);
+Result<HttpClientAuth> agentClientAuth(const AgentClientOptions& agent) {
+  HttpClientAuth auth{agent.ca, agent.cert, agent.key, agent.user, ""};
+  if (!agent.password_file.empty()) {
+    std::ifstream in(agent.password_file);
     if (!in || !std::getline(in, auth.password))
-      return errnoError(fmt::format("--agent-password-file {}: cannot be read", password_file))
+      return errnoError(fmt::format("--agent-password-file {}: cannot be read", agent.password_file))
           .as(ErrorKind::kBadInput);
   }
   return auth;

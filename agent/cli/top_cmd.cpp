@@ -18,9 +18,9 @@
 #include "headroom/cli/commands.h"
 #include "headroom/cli/top_terminal.h"
 #include "headroom/config/config.h"
-#include "headroom/exporter/http.h"
 #include "headroom/journal/journal.h"
 #include "headroom/model/snapshot_json.h"
+#include "headroom/net/http_client.h"
 #include "headroom/report/live_screen.h"
 #include "headroom/sensors/sensors.h"
 #include "headroom/sources/collector.h"
@@ -237,15 +237,14 @@ class LogCapture {
 };
 
 Result<std::unique_ptr<TopSource>> openSource(const TopOptions& opts, std::chrono::milliseconds interval) {
-  if (opts.agent_url.empty()) {
+  if (opts.agent.url.empty()) {
     auto s = LocalSource::open(opts);
     if (!s) return s.error();
     return std::unique_ptr<TopSource>(std::move(*s));
   }
-  auto auth =
-      agentClientAuth(opts.agent_ca, opts.agent_cert, opts.agent_key, opts.agent_user, opts.agent_password_file);
+  auto auth = agentClientAuth(opts.agent);
   if (!auth) return auth.error();
-  std::string base = opts.agent_url;
+  std::string base = opts.agent.url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   // A refresh waits for the agent at most about one interval (never less than a second).
   auto timeout = std::max<std::chrono::milliseconds>(interval, std::chrono::seconds(1));

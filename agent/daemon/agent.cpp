@@ -16,23 +16,21 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
 #include <iterator>
-#include <mutex>
-#include <thread>
 
 #include "headroom/controller/prover_budget.h"
 #include "headroom/daemon/http_api.h"
 #include "headroom/exporter/exporter.h"
-#include "headroom/exporter/http.h"
 #include "headroom/incidents/kill_path.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/net/http_server.h"
 #include "headroom/sensors/sensors.h"
 #include "headroom/sources/cgroup_index.h"
 #include "headroom/sources/collector.h"
 #include "headroom/sources/procfs.h"
 #include "headroom/sources/self_report.h"
+#include "headroom/sources/self_report_fetcher.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/logging.h"
 #include "headroom/util/numbers.h"
@@ -98,67 +96,6 @@ HostIdentity thisHost() {
   h.agent_version = std::string(kVersion);
   return h;
 }
-
-// The prover's self-report over HTTP: short, a slow prover endpoint must not stall the sample.
-Result<std::string> fetchSelfReport(const std::string& url) {
-  auto r = httpGet(url, std::chrono::milliseconds(500));
-  if (!r) return r.error();
-  if (r->status != 200) return makeError(ErrorKind::kIo, fmt::format("GET {}: HTTP {}", url, r->status));
-  return std::move(r->body);
-}
-
-// The prover's self-report URL, fetched on a thread of its own every `period`: an endpoint that
-// is slow, stuck or drips its answer a byte at a time (each read within the client's timeout)
-// holds that thread, never a sample. The sampler takes the latest answer while it is fresh.
-// Stopping does not wait for a fetch in flight: the thread ends after it, on its own.
-class SelfReportFetcher {
- public:
-  SelfReportFetcher(SelfReportSource src, std::chrono::milliseconds period)
-      : period_(period), state_(std::make_shared<State>()) {
-    std::thread([state = state_, src = std::move(src), period] {
-      std::unique_lock lock(state->mu);
-      while (!state->stop) {
-        lock.unlock();
-        auto v = headroom::readSelfReport(src, fetchSelfReport);
-        lock.lock();
-        state->last = std::move(v);
-        state->at = std::chrono::steady_clock::now();
-        state->cv.wait_for(lock, period, [&] { return state->stop; });
-      }
-    }).detach();
-  }
-  std::chrono::milliseconds period() const { return period_; }
-  SelfReportFetcher(const SelfReportFetcher&) = delete;
-  SelfReportFetcher& operator=(const SelfReportFetcher&) = delete;
-  ~SelfReportFetcher() {
-    std::lock_guard lock(state_->mu);
-    state_->stop = true;
-    state_->cv.notify_all();
-  }
-
-  // The latest answer if it is at most `max_age` old, or why there is none; nothing before the
-  // first answer while that is not overdue.
-  std::optional<Result<std::uint64_t>> latest(const SelfReportSource& src, std::chrono::milliseconds max_age) const {
-    std::lock_guard lock(state_->mu);
-    const auto age = std::chrono::steady_clock::now() - state_->at;  // since the last answer, or the start
-    if (age > max_age)
-      return makeError(ErrorKind::kUnavailable,
-                       fmt::format("{}: no answer for {} ms (the endpoint is slow or stuck; samples go on without it)",
-                                   src.text(), max_age.count()));
-    return state_->last;  // nothing yet while the first fetch is not overdue
-  }
-
- private:
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool stop = false;
-    std::optional<Result<std::uint64_t>> last;
-    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
-  };
-  std::chrono::milliseconds period_;
-  std::shared_ptr<State> state_;
-};
 
 constexpr const char* kSampling = "sampling";
 // An oom_score_adj at or below this takes half the machine's memory off the agent's badness: the

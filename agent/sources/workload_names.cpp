@@ -1,6 +1,5 @@
 #include "headroom/sources/workload_names.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -8,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "headroom/net/http_client.h"
 #include "headroom/util/text.h"
 
 namespace headroom {
@@ -18,24 +18,6 @@ constexpr std::size_t kMaxEngineAnswer = 4U << 20;  // an inspect is a few kB; m
 std::string cut(std::string s) {
   if (s.size() > kMaxWorkloadName) s.resize(kMaxWorkloadName);
   return s;
-}
-
-// libcurl once per process, before any thread asks (curl_global_init is not thread-safe).
-void curlOnce() {
-  static const bool done = [] { return curl_global_init(CURL_GLOBAL_NOTHING) == CURLE_OK; }();
-  (void)done;
-}
-
-struct CurlDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
-};
-
-std::size_t collect(char* data, std::size_t size, std::size_t n, void* user) {
-  auto* out = static_cast<std::string*>(user);
-  const std::size_t bytes = size * n;
-  if (out->size() + bytes > kMaxEngineAnswer) return 0;  // aborts the transfer
-  out->append(data, bytes);
-  return bytes;
 }
 
 // "user@1000.service" anywhere in the path: that user's uid.
@@ -65,38 +47,24 @@ Result<std::string> parseEngineContainerName(std::string_view body) {
 
 Result<std::optional<std::string>> queryEngine(const std::string& socket, const std::string& id,
                                                std::chrono::milliseconds timeout) {
-  curlOnce();
-  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
-  if (!curl) return makeError(ErrorKind::kIo, "asking " + socket + ": libcurl could not start");
-  std::string body;
-  char error[CURL_ERROR_SIZE] = {};
-  const std::string url = "http://localhost/containers/" + id + "/json";
-  CURL* c = curl.get();
-  curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket.c_str());
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-  const CURLcode rc = curl_easy_perform(c);
-  const std::string what = fmt::format("asking the container engine at {} for {}", socket, id.substr(0, 12));
-  if (rc != CURLE_OK)
-    return makeError(ErrorKind::kIo, fmt::format("{}: {}", what, error[0] != 0 ? error : curl_easy_strerror(rc)));
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  if (status == 404) return std::optional<std::string>{};
-  if (status != 200) return makeError(ErrorKind::kIo, fmt::format("{}: HTTP {}", what, status));
-  auto name = parseEngineContainerName(body);
-  if (!name) return name.error().wrap(what);
+  HttpGetOptions get;
+  get.timeout = timeout;
+  get.unix_socket = socket;
+  get.max_body_bytes = kMaxEngineAnswer;
+  const std::string what = fmt::format("asking the container engine for {}", id.substr(0, 12));
+  auto r = httpGet("http://localhost/containers/" + id + "/json", get);  // the error names the socket
+  if (!r) return r.error().wrap(what);
+  if (r->status == 404) return std::optional<std::string>{};
+  const std::string at = fmt::format("asking the container engine at {} for {}", socket, id.substr(0, 12));
+  if (r->status != 200) return ioError(fmt::format("{}: HTTP {}", at, r->status));
+  auto name = parseEngineContainerName(r->body);
+  if (!name) return name.error().wrap(at);
   return std::optional<std::string>(std::move(*name));
 }
 
 WorkloadResolver::WorkloadResolver(const FsRoot& fs, WorkloadLookup lookup, EngineQuery query)
     : fs_(fs), lookup_(std::move(lookup)), query_(std::move(query)) {
-  curlOnce();
+  initHttpClient();  // here, before the thread that asks starts
 }
 
 WorkloadResolver::~WorkloadResolver() {

@@ -5,8 +5,9 @@
 
 #include "fuzz_support.h"
 #include "headroom/daemon/http_api.h"
-#include "headroom/exporter/http.h"
 #include "headroom/incidents/kill_board.h"
+#include "headroom/net/http_server.h"
+#include "headroom/net/listen_address.h"
 
 namespace {
 

@@ -2,7 +2,6 @@
 // agent` (sensors off: none of this touches the kernel's BPF, so these run beside the other
 // suites), real sockets on 127.0.0.1, a real Prometheus and curl.
 #include <arpa/inet.h>
-#include <crypt.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -24,9 +23,11 @@
 #include <vector>
 
 #include "testing/integration.h"
+#include "testing/pki.h"
 #include "testing/raw_http.h"
 
 using namespace std::chrono_literals;
+using headroom::testing::bcrypt;
 using headroom::testing::ChildProcess;
 using headroom::testing::connectLoopback;
 using headroom::testing::freePort;
@@ -306,57 +307,11 @@ TEST(HttpEndpoint, AThousandConcurrentScrapesAreAllAnswered) {
 
 namespace {
 
-// Certificates as an operator makes them: a CA, the server's (for 127.0.0.1), a client's signed
-// by a second CA, and a stranger's signed by a CA nobody trusts.
-struct Pki {
+// Certificates as an operator makes them (testing/pki.h), in a directory of the test's own.
+struct Pki : headroom::testing::Pki {
   TempDir dir;
-  std::string ca, server_crt, server_key, client_ca, client_crt, client_key, stranger_crt, stranger_key;
-
-  static void run(const std::string& cmd) {
-    auto r = runCommand({"/bin/sh", "-c", cmd + " 2>&1"});
-    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.out;
-  }
-  void make() {
-    auto p = [&](const char* name) { return dir.file(name); };
-    ca = p("ca.crt");
-    server_crt = p("server.crt");
-    server_key = p("server.key");
-    client_ca = p("client-ca.crt");
-    client_crt = p("client.crt");
-    client_key = p("client.key");
-    stranger_crt = p("stranger.crt");
-    stranger_key = p("stranger.key");
-    std::string d = dir.path.string();
-    auto caCmd = [&](const std::string& name, const std::string& cn) {
-      return fmt::format(
-          "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN={} "
-          "-keyout {d}/{n}.key -out {d}/{n}.crt",
-          cn, fmt::arg("d", d), fmt::arg("n", name));
-    };
-    auto leaf = [&](const std::string& name, const std::string& cn, const std::string& signer, const std::string& san) {
-      return fmt::format(
-          "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN={cn} -keyout {d}/{n}.key "
-          "-out {d}/{n}.csr && printf 'subjectAltName={san}\\n' > {d}/{n}.ext && "
-          "openssl x509 -req -in {d}/{n}.csr -CA {d}/{s}.crt -CAkey {d}/{s}.key -CAcreateserial -days 2 "
-          "-extfile {d}/{n}.ext -out {d}/{n}.crt",
-          fmt::arg("cn", cn), fmt::arg("d", d), fmt::arg("n", name), fmt::arg("s", signer), fmt::arg("san", san));
-    };
-    run(caCmd("ca", "headroom-test-ca"));
-    run(leaf("server", "headroom-test", "ca", "IP:127.0.0.1,DNS:localhost"));
-    run(caCmd("client-ca", "headroom-test-clients"));
-    run(leaf("client", "prometheus", "client-ca", "DNS:prometheus.example"));
-    run(caCmd("stranger-ca", "someone-else"));
-    run(leaf("stranger", "prometheus", "stranger-ca", "DNS:prometheus.example"));
-  }
+  void make() { headroom::testing::Pki::make(dir.path.string()); }
 };
-
-std::string bcrypt(const std::string& password) {
-  std::array<char, CRYPT_GENSALT_OUTPUT_SIZE> salt{};
-  if (::crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt.data(), static_cast<int>(salt.size())) == nullptr) return "";
-  crypt_data data{};
-  const char* h = ::crypt_rn(password.c_str(), salt.data(), &data, sizeof(data));
-  return h == nullptr ? "" : h;
-}
 
 // curl's status code for `url` ("000" when there was no HTTP answer), with `extra` options.
 std::string curlStatus(const std::string& url, const std::vector<std::string>& extra) {

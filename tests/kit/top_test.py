@@ -334,7 +334,8 @@ if cmp -s {tmp}/$tag.before {tmp}/$tag.after; then echo "$tag-tty-restored"; els
 
         # q: exit 0, the terminal as it was.
         tmux.keys("q")
-        screen = wait_screen(tmux, "headroom top to quit on q", lambda s: "one-exit=" in s, deadline)
+        # The script's last line, not its exit line: the terminal's check comes after that.
+        screen = wait_screen(tmux, "headroom top to quit on q", lambda s: "one-tty-" in s, deadline)
         if "one-exit=0" not in screen:
             failures.append(f"headroom top exited with {line_of(screen, 'one-exit=')!r} on q")
         if "one-tty-restored" not in screen:
@@ -350,7 +351,7 @@ if cmp -s {tmp}/$tag.before {tmp}/$tag.after; then echo "$tag-tty-restored"; els
         with open(os.path.join(tmp, "two.pid")) as f:
             pid = int(f.read())
         os.kill(pid, signal.SIGTERM)
-        screen = wait_screen(tmux, "headroom top to end on SIGTERM", lambda s: "two-exit=" in s, deadline)
+        screen = wait_screen(tmux, "headroom top to end on SIGTERM", lambda s: "two-tty-" in s, deadline)
         if "two-exit=0" not in screen:
             failures.append(f"headroom top exited with {line_of(screen, 'two-exit=')!r} on SIGTERM")
         if "two-tty-restored" not in screen:

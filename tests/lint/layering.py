@@ -6,13 +6,18 @@ For every layer of build/layers/layers.txt (written by cmake/Layers.cmake):
   - every header of every layer it sees preprocesses with that layer's view alone, so no header
     reaches above its layer through another;
   - a header of each layer it does not see is "file not found" with that view: an upward include
-    is a compile error, not a convention.
+    is a compile error, not a convention;
+  - the foundation (util, then net: HTTP's one home) is seen by every layer above it, and sees
+    nothing above itself, so that no layer keeps an HTTP stack or a Result of its own.
 """
 import argparse
 import os
 import subprocess
 import sys
 import tempfile
+
+# The bottom layers, in order: each sees those before it alone, and every layer above sees them all.
+FOUNDATION = ["util", "net"]
 
 
 def preprocess(compiler, includes, text):
@@ -56,6 +61,16 @@ def main():
 
     failures = []
     checked = 0
+    for i, base in enumerate(FOUNDATION):
+        if base not in layers:
+            failures.append(f"layer {base} is missing from {a.views}/layers.txt")
+            continue
+        if sorted(layers[base]) != sorted(FOUNDATION[:i + 1]):
+            failures.append(f"layer {base} must see {' '.join(FOUNDATION[:i + 1])} alone, "
+                            f"not {' '.join(layers[base])}")
+        for layer in order:
+            if layer not in FOUNDATION and base not in layers[layer]:
+                failures.append(f"layer {layer} does not see {base}, which every layer above it may use")
     for layer in order:
         view = [os.path.join(a.views, layer), a.generated]
         seen = layers[layer]

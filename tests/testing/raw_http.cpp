@@ -44,4 +44,46 @@ std::string rawRequest(int port, const std::string& raw, std::chrono::millisecon
 
 std::string statusLine(const std::string& response) { return response.substr(0, response.find("\r\n")); }
 
+RawServer::RawServer(Answer answer) : answer_(std::move(answer)) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd_, 16) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return;  // port() 0: nothing listens, and a client is refused
+  port_ = ntohs(a.sin_port);
+  thread_ = std::thread([this] { serve(); });
+}
+
+RawServer::~RawServer() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string RawServer::url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+
+void RawServer::serve() {
+  while (!stop_) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    ++connections_;
+    std::string head;
+    std::array<char, 4096> buf{};
+    while (!stop_ && head.find("\r\n\r\n") == std::string::npos) {
+      pollfd q{c, POLLIN, 0};
+      if (::poll(&q, 1, 20) <= 0) continue;
+      auto n = ::recv(c, buf.data(), buf.size(), 0);
+      if (n <= 0) break;
+      head.append(buf.data(), static_cast<std::size_t>(n));
+    }
+    if (head.find("\r\n\r\n") != std::string::npos) answer_(c, *this);
+    ::close(c);
+  }
+}
+
 }  // namespace headroom::testing

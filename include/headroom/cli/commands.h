@@ -15,9 +15,9 @@
 
 #include "headroom/config/config.h"
 #include "headroom/controller/controller.h"
-#include "headroom/exporter/http.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/net/http_client.h"
 
 namespace headroom::cli {
 
@@ -104,14 +104,20 @@ struct RunOptions {
 // it was killed); 2 for bad input, 1 when no budget can be given.
 int runSupervisor(const RunOptions& opts, std::ostream& out, std::ostream& err);
 
+// How `budget` and `top` reach the agent (--agent and --agent-*, one set of flags for both). An
+// agent behind a web config (https://, basic auth): the CA that signed its certificate, a client
+// certificate and key, a user and the file holding the password (never a flag: a command line is
+// visible to every user of the machine).
+struct AgentClientOptions {
+  std::string url;
+  // Initialised, so that `budget`'s {.url = ...} may leave them out (g++'s -Wextra).
+  std::string ca{}, cert{}, key{}, user{}, password_file{};
+};
+
 struct BudgetCliOptions {
   std::string root = "/";
   std::string format = "bytes";  // bytes, gib, mib, env, json
-  std::string agent_url = "http://127.0.0.1:9464";
-  // An agent behind a web config (https://, basic auth): the CA that signed its certificate, a
-  // client certificate and key, a user and the file holding the password (never a flag: a
-  // command line is visible to every user of the machine).
-  std::string agent_ca, agent_cert, agent_key, agent_user, agent_password_file;
+  AgentClientOptions agent{.url = "http://127.0.0.1:9464"};
   bool local = false;                   // never ask the agent
   std::string cgroup;                   // local: the prover's cgroup; "" = the caller's own
   std::vector<std::string> role_rules;  // local: who the prover is
@@ -124,9 +130,7 @@ int runBudgetCommand(const BudgetCliOptions& opts, std::ostream& out, std::ostre
 struct TopOptions {
   std::string root = "/";
   std::string interval = "1s";  // between refreshes, as given
-  std::string agent_url;        // "" = sample here
-  // The agent behind a web config: as `headroom budget`'s flags.
-  std::string agent_ca, agent_cert, agent_key, agent_user, agent_password_file;
+  AgentClientOptions agent;     // url "" = sample here
   // Sampling here: the journal for the last OOM kills, who is who, what to read.
   std::string journal = "/var/lib/headroom/oom-journal.hrj";
   std::vector<std::string> role_rules;
@@ -137,11 +141,9 @@ struct TopOptions {
 // flag, no terminal), 1 when no first sample can be had.
 int runTop(const TopOptions& opts, std::ostream& err);
 
-// The --agent-* flags of `budget` and `top`: the CA, client certificate and key for https, and
-// basic auth's user with the file holding its password (its first line). A password file that
-// cannot be read is bad input.
-Result<HttpClientAuth> agentClientAuth(const std::string& ca, const std::string& cert, const std::string& key,
-                                       const std::string& user, const std::string& password_file);
+// What `budget` and `top` are told with --agent-*: the client's credentials, the password read
+// from its file (its first line). A password file that cannot be read is bad input.
+Result<HttpClientAuth> agentClientAuth(const AgentClientOptions& agent);
 
 struct ReportOptions {
   std::string journal = "/var/lib/headroom/oom-journal.hrj";

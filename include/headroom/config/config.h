@@ -12,9 +12,9 @@
 
 #include "headroom/controller/controller.h"
 #include "headroom/controller/prover_budget.h"
-#include "headroom/exporter/http.h"
-#include "headroom/exporter/web_config.h"
 #include "headroom/model/roles.h"
+#include "headroom/net/listen_address.h"
+#include "headroom/net/web_config.h"
 #include "headroom/sensors/config.h"
 #include "headroom/sources/workload_names.h"
 #include "headroom/util/logging.h"

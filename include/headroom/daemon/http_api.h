@@ -18,9 +18,9 @@
 
 #include "headroom/controller/controller.h"
 #include "headroom/exporter/exporter.h"
-#include "headroom/exporter/http.h"
 #include "headroom/incidents/kill_board.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/net/http_server.h"
 #include "headroom/sensors/oom_event.h"
 
 namespace headroom {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "headroom/controller/controller.h"
-#include "headroom/exporter/http.h"
 #include "headroom/model/roles.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/net/http_server.h"
 #include "headroom/sensors/readings.h"
 #include "headroom/util/clock.h"
 

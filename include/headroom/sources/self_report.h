@@ -1,6 +1,6 @@
 // The prover's own idea of its memory use, when it exposes one: a file, a JSON field at a URL,
 // or a Prometheus metric. Parsing the spec and extracting the number are pure; fetching is the
-// caller's (a file read, an HTTP GET).
+// caller's (a file read, an HTTP GET: a URL's answers come from self_report_fetcher.h).
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,7 @@
 
 #include "headroom/daemon/http_api.h"
 #include "headroom/model/snapshot.h"
+#include "headroom/net/http_client.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {

@@ -1,6 +1,6 @@
 // The web configuration file (TLS, basic auth): hand-made files in the Prometheus exporters'
 // format, good and broken.
-#include "headroom/exporter/web_config.h"
+#include "headroom/net/web_config.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "headroom/exporter/web_config.h"
+#include "headroom/net/web_config.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>

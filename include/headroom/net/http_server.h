@@ -1,8 +1,8 @@
 // The agent's one HTTP server on a thread of its own: cpp-httplib parses and routes, while the
-// connections are headroom's own (agent/exporter/http_server.cpp): a bounded number served at
-// once, deadlines on each request as a whole, TLS and basic auth from a web configuration file.
-// Routes are callbacks, so the server knows nothing of the model; each answer is built by the
-// agent under its own locks.
+// connections are headroom's own (agent/net/: connection.cpp, poller.cpp, tls.cpp,
+// basic_auth.cpp): a bounded number served at once, deadlines on each request as a whole, TLS
+// and basic auth from a web configuration file. Routes are callbacks, so the server knows
+// nothing of the model; each answer is built by the agent under its own locks.
 #pragma once
 
 #include <chrono>
@@ -15,32 +15,13 @@
 #include <string_view>
 #include <thread>
 
-#include "headroom/exporter/web_config.h"
+#include "headroom/net/http_response.h"
+#include "headroom/net/listen_address.h"
+#include "headroom/net/web_config.h"
 #include "headroom/util/result.h"
 
 namespace headroom {
 
-inline constexpr std::string_view kListenAddressHint =
-    R"((use ADDR:PORT, e.g. "127.0.0.1:9464", "0.0.0.0:9464", "[::1]:9464"))";
-
-struct ListenAddress {
-  std::string host = "127.0.0.1";  // IPv4 address, host name, or IPv6 address (kept without [])
-  std::uint16_t port = 9464;       // 0: any free port (tests)
-  std::string text() const;        // "127.0.0.1:9464", "[::1]:9464"
-  bool loopback() const;           // 127.0.0.0/8, ::1 or localhost: only this machine reaches it
-  bool operator==(const ListenAddress&) const = default;
-};
-// "ADDR:PORT" ("127.0.0.1:9464", "0.0.0.0:9464", "[::1]:9464", "localhost:9464"). The error is
-// the reason alone, with kListenAddressHint, for the caller to say where the text came from.
-Result<ListenAddress> listenAddressFromText(std::string_view text);
-// The same, the error naming the text: listen address "x": ...
-Result<ListenAddress> parseListenAddress(std::string_view text);
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-};
 // The query string's parameters ("?limit=5" -> {"limit": "5"}).
 using HttpQuery = std::map<std::string, std::string>;
 using HttpHandler = std::function<HttpResponse(const HttpQuery&)>;
@@ -75,7 +56,7 @@ struct HttpServerStats {
   std::uint64_t unauthorized = 0;  // requests without the right basic auth (401)
 };
 
-namespace exporter_detail {
+namespace net_detail {
 class HttpCore;
 }
 
@@ -103,23 +84,10 @@ class HttpServer {
 
  private:
   HttpServer() = default;
-  std::unique_ptr<exporter_detail::HttpCore> core_;
+  std::unique_ptr<net_detail::HttpCore> core_;
   std::string address_;
   std::uint16_t port_ = 0;
   std::thread thread_;
 };
-
-// How a client proves itself to, and checks, an endpoint behind a web config (TLS, basic auth).
-struct HttpClientAuth {
-  std::string ca_file;              // https: the CA the server's certificate must chain to ("": the system's)
-  std::string cert_file, key_file;  // https: a client certificate, when the server asks for one
-  std::string user, password;       // basic auth, when `user` is not empty
-};
-
-// GET `url` ("http://HOST:PORT/PATH" or "https://...") with `timeout` for connecting and again
-// for reading. Any HTTP status is a response; an error is a URL that is not one, or no answer
-// (refused, unreachable, timed out, a certificate that does not verify), naming the URL.
-Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout,
-                             const HttpClientAuth& auth = {});
 
 }  // namespace headroom

@@ -10,7 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "headroom/exporter/http.h"
+#include "headroom/net/http_server.h"
+#include "testing/eventually.h"
 #include "testing/raw_http.h"
 
 namespace headroom {
@@ -18,6 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::connectLoopback;
+using testing::eventually;
 using testing::rawRequest;
 using testing::statusLine;
 
@@ -32,14 +34,6 @@ std::unique_ptr<HttpServer> serve(HttpLimits limits, std::chrono::milliseconds h
   auto s = HttpServer::start(ListenAddress{"127.0.0.1", 0}, routes, {}, std::nullopt, limits);
   EXPECT_TRUE(s) << s.error().describe();
   return s ? std::move(*s) : nullptr;
-}
-
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 5s) {
-  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;
-       std::this_thread::sleep_for(10ms))
-    if (pred()) return true;
-  return pred();
 }
 
 TEST(HttpServerLimits, TheLongestWaitingConnectionIsClosedForANewcomer) {

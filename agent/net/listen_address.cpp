@@ -1,16 +1,15 @@
-#include "headroom/exporter/http.h"
+// ListenAddress: the server's "ADDR:PORT", checked before anything binds.
+#include "headroom/net/listen_address.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 
-#include "headroom/sources/parse.h"
+#include "headroom/util/numbers.h"
 #include "headroom/util/text.h"
 
 namespace headroom {
@@ -74,35 +73,6 @@ bool ListenAddress::loopback() const { return host == "localhost" || host == "::
 
 Result<ListenAddress> parseListenAddress(std::string_view text) {
   return listenAddressFromText(text).wrap(fmt::format("listen address {}", quotedText(text)));
-}
-
-Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout, const HttpClientAuth& auth) {
-  std::string_view scheme = url.rfind("https://", 0) == 0 ? "https://" : "http://";
-  if (url.rfind(scheme, 0) != 0)
-    return badInput(fmt::format("{}: not an http:// or https:// URL (e.g. http://127.0.0.1:9464/v1/budget)", url));
-  auto slash = url.find('/', scheme.size());
-  std::string base = url.substr(0, slash);
-  std::string path = slash == std::string::npos ? "/" : url.substr(slash);
-  if (base.size() == scheme.size()) return badInput(fmt::format("{}: no host", url));
-  httplib::Client c(base, auth.cert_file, auth.key_file);
-  if (!c.is_valid()) return badInput(fmt::format("{}: not a valid URL", url));
-  auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
-  auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(timeout - secs);
-  c.set_connection_timeout(secs.count(), usecs.count());
-  c.set_read_timeout(secs.count(), usecs.count());
-  c.set_write_timeout(secs.count(), usecs.count());
-  if (scheme == "https://") {
-    c.enable_server_certificate_verification(true);
-    if (!auth.ca_file.empty()) c.set_ca_cert_path(auth.ca_file);
-  }
-  if (!auth.user.empty()) c.set_basic_auth(auth.user, auth.password);
-  auto r = c.Get(path);
-  if (!r) return ioError(fmt::format("GET {}: {}", url, httplib::to_string(r.error())));
-  HttpResponse out;
-  out.status = r->status;
-  out.content_type = r->get_header_value("Content-Type");
-  out.body = r->body;
-  return out;
 }
 
 }  // namespace headroom
