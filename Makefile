@@ -114,8 +114,9 @@ demo: deps $(BENCH)/build.ninja
 
 # The lint tests (layering, format), then clang-tidy over the agent and the tests' own support
 # code (tests/testing), the static analyzer in its deep mode (what this build directory has
-# linted clean is not linted again); then the `clang_tidy` test's own run (shallow, the agent), which rewrites the committed record
-# of the translation units linted clean (tests/lint/tidy-linted.txt): commit it with the change.
+# linted clean is not linted again); then the `clang_tidy` test's own run (shallow, the agent),
+# which rewrites the committed record of the translation units linted clean
+# (tests/lint/tidy-linted.txt): commit it with the change.
 tidy: build-debug
 	ctest --test-dir $(DEBUG) --output-on-failure -L lint -E clang_tidy
 	nice -n 19 python3 tests/lint/tidy.py --build $(DEBUG) --analyzer deep --jobs $(JOBS) \
