@@ -72,7 +72,11 @@ extern "C" void onAgentSignal(int sig) {
 void notify(const std::string& state) { sd_notify(0, state.c_str()); }
 
 ExporterLimits limitsOf(const AgentConfig& c) {
-  return {.top_processes = c.top_processes, .max_cgroups = c.max_cgroups, .max_series = c.max_series};
+  ExporterLimits l;
+  l.top_processes = c.top_processes;
+  l.max_cgroups = c.max_cgroups;
+  l.max_series = c.max_series;
+  return l;
 }
 
 ApiSettings apiSettingsOf(const AgentConfig& c) {

@@ -104,6 +104,9 @@ Result<HttpResponse> httpGet(const std::string& url, const HttpGetOptions& o) {
     // A CA file or client certificate that cannot be used is the caller's to fix, not the server's.
     if (rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM)
       return badInput(fmt::format("{}: {}", what, why));
+    // Said as the caller's reader would: the whole answer took longer than it may.
+    if (rc == CURLE_OPERATION_TIMEDOUT)
+      return ioError(fmt::format("{}: no answer for {} ms (the endpoint is slow or stuck)", what, millis(o.timeout)));
     return ioError(fmt::format("{}: {}", what, why));
   }
   HttpResponse out;

@@ -159,12 +159,9 @@ Result<TopOom> readOomEvent(const json& e) {
   if (o.victim_cgroup.empty()) o.victim_cgroup = str(member(e, "counter"), "cgroup");
   const json& domain = member(e, "oom_domain");
   const json& global = member(domain, "global");
-  if (global.is_boolean() && global.get<bool>()) {
-    o.domain = "global";
-  } else {
-    o.domain = str(domain, "cgroup");
-    if (o.domain.empty()) o.domain = "?";
-  }
+  const bool is_global = global.is_boolean() && global.get<bool>();
+  std::string cgroup = is_global ? std::string() : str(domain, "cgroup");
+  o.domain = is_global ? std::string("global") : cgroup.empty() ? std::string("?") : std::move(cgroup);
   o.domain_usage = u64(domain, "usage_bytes");
   o.domain_limit = u64(domain, "limit_bytes");
   return o;

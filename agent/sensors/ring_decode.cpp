@@ -148,12 +148,14 @@ Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> 
         TaskCounters& c = (*counters)[tgid];
         if ((r.flags & HR_TASK_ACTIVITY) != 0) {
           const proc_activity& pa = r.activity;
-          c.activity = ProcessActivity{.mmap_bytes = pa.mmap_bytes,
-                                       .munmap_bytes = pa.munmap_bytes,
-                                       .mremap_grow_bytes = pa.mremap_grow_bytes,
-                                       .mremap_shrink_bytes = pa.mremap_shrink_bytes,
-                                       .mlock_bytes = pa.mlock_bytes,
-                                       .munlock_bytes = pa.munlock_bytes};
+          ProcessActivity a;
+          a.mmap_bytes = pa.mmap_bytes;
+          a.munmap_bytes = pa.munmap_bytes;
+          a.mremap_grow_bytes = pa.mremap_grow_bytes;
+          a.mremap_shrink_bytes = pa.mremap_shrink_bytes;
+          a.mlock_bytes = pa.mlock_bytes;
+          a.munlock_bytes = pa.munlock_bytes;
+          c.activity = a;
         }
         if ((r.flags & HR_TASK_GPU) != 0) {
           const gpu_mem& g = r.gpu;

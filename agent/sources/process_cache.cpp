@@ -193,8 +193,7 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
   if (with_smaps && cache.pssDue(e, e.status->vm_rss, now_ns)) {
     if (auto err = readSmaps(*dir, e, e.status->vm_rss, now_ns, reads)) return failed(*err);
   }
-  ProcessSample s = procfsSample(pid, *st, *e.status);
-  return sampled(std::move(s), e, with_smaps);
+  return sampled(procfsSample(pid, *st, *e.status), e, with_smaps);
 }
 
 ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, ProcessCache& cache, bool with_smaps,
@@ -242,16 +241,17 @@ ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, Proc
     if (st->start_time_ticks != k.start_time_ticks)
       return failed(notFound(fmt::format("pid {} was reused while it was read", k.pid)));
   }
-  return sampled(ProcessSample{.pid = k.pid,
-                               .start_time_ticks = k.start_time_ticks,
-                               .ppid = k.ppid,
-                               .uid = k.uid,
-                               .comm = k.comm,
-                               .status = k.status,
-                               .oom_score_adj = k.oom_score_adj,
-                               .minflt = k.minflt,
-                               .majflt = k.majflt},
-                 e, with_smaps);
+  ProcessSample s;
+  s.pid = k.pid;
+  s.start_time_ticks = k.start_time_ticks;
+  s.ppid = k.ppid;
+  s.uid = k.uid;
+  s.comm = k.comm;
+  s.status = k.status;
+  s.oom_score_adj = k.oom_score_adj;
+  s.minflt = k.minflt;
+  s.majflt = k.majflt;
+  return sampled(std::move(s), e, with_smaps);
 }
 
 }  // namespace headroom

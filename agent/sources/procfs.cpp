@@ -163,14 +163,15 @@ Result<Meminfo> parseMeminfo(std::string_view text) {
 }
 
 ProcessSample procfsSample(pid_t pid, const ProcStat& st, const ProcStatus& status) {
-  ProcessSample s{.pid = pid,
-                  .start_time_ticks = st.start_time_ticks,
-                  .ppid = st.ppid,
-                  .uid = status.uid,
-                  .comm = st.comm,
-                  .status = status,
-                  .minflt = st.minflt,
-                  .majflt = st.majflt};
+  ProcessSample s;
+  s.pid = pid;
+  s.start_time_ticks = st.start_time_ticks;
+  s.ppid = st.ppid;
+  s.uid = status.uid;
+  s.comm = st.comm;
+  s.status = status;
+  s.minflt = st.minflt;
+  s.majflt = st.majflt;
   s.status.threads = st.threads;  // stat is read at each sample; status may be older
   return s;
 }

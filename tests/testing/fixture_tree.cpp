@@ -269,4 +269,18 @@ std::shared_ptr<const Snapshot> provingSnapshot(const FixtureTree& t, const std:
   return buildSnapshot(std::move(*raw), RoleMatcher(std::move(parsed)));
 }
 
+OomEvent proverKill(std::int64_t at_ns, std::uint64_t anon, std::uint64_t pgtables) {
+  OomEvent e;
+  e.from_bpf = true;
+  e.monotonic_time_ns = at_ns;
+  OomVictim v;
+  v.pid = v.tgid = 100;
+  v.comm = "cuzk";
+  v.cgroup = "/proving/prover";
+  v.anon_rss = anon;
+  v.pgtables = pgtables;
+  e.victims.push_back(v);
+  return e;
+}
+
 }  // namespace headroom::testing

@@ -83,5 +83,8 @@ class FixtureTree {
 void provingHostV1(const FixtureTree& t);
 // provingHostV1 collected and built into a Snapshot with these role rules ("ROLE=KIND:VALUE").
 std::shared_ptr<const Snapshot> provingSnapshot(const FixtureTree& t, const std::vector<std::string>& rules = {});
+// The host's prover (cuzk, pid 100, /proving/prover) OOM-killed as mark_victim tells it, at
+// `at_ns` (CLOCK_MONOTONIC), holding `anon` bytes and `pgtables` of page tables.
+OomEvent proverKill(std::int64_t at_ns, std::uint64_t anon, std::uint64_t pgtables);
 
 }  // namespace headroom::testing

@@ -7,9 +7,6 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "headroom/controller/prover_budget.h"
 #include "headroom/sources/collector.h"
 #include "testing/fixture_tree.h"
@@ -48,28 +45,10 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // A kill of the prover as mark_victim tells it, with the victim's figures.
 OomEvent proverKilled(std::int64_t at_ns) {
-  OomEvent e;
-  e.from_bpf = true;
-  e.monotonic_time_ns = at_ns;
+  OomEvent e = testing::proverKill(at_ns, 4 * kGiB, 9 * kMiB);
   e.domain_cgroup = "/proving";
-  OomVictim v;
-  v.pid = v.tgid = 100;
-  v.comm = "cuzk";
-  v.cgroup = "/proving/prover";
-  v.anon_rss = 4 * kGiB;
-  v.file_rss = 0;
-  v.shmem_rss = 0;
-  v.pgtables = 9 * kMiB;
-  e.victims.push_back(v);
   return e;
 }
 
@@ -237,7 +216,8 @@ TEST(ProverBudget, AnUnreadableStateFileIsLeftAsItIs) {
   ASSERT_TRUE(u && u->decision && u->decision->valid) << "decided from a fresh state";
   EXPECT_TRUE(b.onOomKill(proverKilled(2 * kSecond), snap.get(), RoleMatcher(rules({"prover=comm:cuzk"}))));
   b.save("stopping");
-  EXPECT_EQ(slurp(s.cfg.state_file), "not json\n") << "what an operator may want to repair is not overwritten";
+  EXPECT_EQ(testing::fileText(s.cfg.state_file), "not json\n")
+      << "what an operator may want to repair is not overwritten";
 }
 
 TEST(ProverBudget, TheBudgetFileHoldsEachNewGenerationAndGoesWithTheBudget) {
@@ -246,7 +226,7 @@ TEST(ProverBudget, TheBudgetFileHoldsEachNewGenerationAndGoesWithTheBudget) {
   ProverBudget b(s.cfg, rules({"prover=comm:cuzk"}), {});
   auto u = b.update(*sampleAt(s.t, kSecond), std::nullopt);
   ASSERT_TRUE(u && u->decision && u->decision->valid);
-  EXPECT_EQ(slurp(s.cfg.file), std::to_string(u->decision->budget) + "\n");
+  EXPECT_EQ(testing::fileText(s.cfg.file), std::to_string(u->decision->budget) + "\n");
   // No room any more (a floor larger than the limit): no file, rather than a stale number.
   BudgetConfig tight = s.cfg;
   tight.policy.margin_floor = 100 * kGiB;

@@ -42,7 +42,7 @@ TEST(EventFile, RotatesAtTheBoundKeepingMaxFilesAndRemovingTheOldest) {
   EXPECT_EQ((*f)->stats().lines, 8u);
   EXPECT_EQ((*f)->stats().bytes, 2 * line(1).size());
   // A line larger than the bound alone goes into a file of its own.
-  const std::string big = "{\"big\":\"" + std::string(300, 'y') + "\"}\n";
+  const std::string big = fmt::format("{{\"big\":\"{}\"}}\n", std::string(300, 'y'));
   ASSERT_TRUE((*f)->append(big));
   EXPECT_EQ(fileText(path), big);
   ASSERT_TRUE((*f)->append(line(9)));

@@ -53,20 +53,9 @@ const std::vector<SensorStatus> kNoKernelSource = {{SensorId::kOom, SensorState:
                                                    {SensorId::kKmsg, SensorState::kDegraded, "EPERM"}};
 
 OomEvent proverKilled(std::int64_t at_ns) {
-  OomEvent e;
+  OomEvent e = testing::proverKill(at_ns, 3900 * kMiB, 8 * kMiB);
   e.id = 1;
-  e.from_bpf = true;
-  e.monotonic_time_ns = at_ns;
   e.wall_time_ns = 1'700'000'000'000'000'000;
-  OomVictim v;
-  v.pid = v.tgid = 100;
-  v.comm = "cuzk";
-  v.cgroup = "/proving/prover";
-  v.anon_rss = 3900 * kMiB;
-  v.file_rss = 0;
-  v.shmem_rss = 0;
-  v.pgtables = 8 * kMiB;
-  e.victims.push_back(v);
   return e;
 }
 
@@ -112,8 +101,10 @@ TEST(KillPath, AKillIsRecordedWithTheBudgetInForceThenPublishedEverywhere) {
   EXPECT_THAT(page, HasSubstr("headroom_budget_margin_changes_total{cgroup=\"/proving/prover\""));
   EXPECT_THAT(page, HasSubstr("reason=\"oom_kill\",unit=\"\"} 1"));
   // The prover's budget learnt from the kill.
-  EXPECT_EQ(d.budget.controller()->state().oom_kills, 1U);
-  EXPECT_GT(d.budget.controller()->state().learned_margin, margin_before);
+  const BudgetController* controller = d.budget.controller();
+  ASSERT_NE(controller, nullptr);
+  EXPECT_EQ(controller->state().oom_kills, 1U);
+  EXPECT_GT(controller->state().learned_margin, margin_before);
 }
 
 // Where no kernel source names victims, a rise of a cgroup's own OOM-kill counter between two
