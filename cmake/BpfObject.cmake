@@ -36,6 +36,10 @@ function(bpf_object name)
       COMMAND ${CMAKE_COMMAND} -E make_directory ${out_dir}
       COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_${HEADROOM_BPF_ARCH}
               -Wall -Werror -Wno-unused-function
+              # The BTF's line info names the sources relative to the checkout and the build: the
+              # same object (and skeleton, which embeds it) wherever they are.
+              -fdebug-prefix-map=${CMAKE_BINARY_DIR}=build
+              -fdebug-prefix-map=${PROJECT_SOURCE_DIR}=.
               -I${HEADROOM_VMLINUX_DIR} -I${PROJECT_SOURCE_DIR}/bpf -I${src_dir}
               -c ${src_abs} -o ${part}
       DEPENDS ${src_abs} ${bpf_headers} ${src_headers}
