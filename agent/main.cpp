@@ -222,6 +222,16 @@ int run(int argc, char** argv) {
   report->add_option("--svg", report_opts.svg, "Also draw the last minute before the kill into this SVG file");
   report->add_option("--html", report_opts.html, "Also write a self-contained HTML page of the report here");
 
+  headroom::cli::ExplainOptions explain_opts;
+  auto* explain = app.add_subcommand(
+      "explain",
+      "Explain every OOM kill in a saved kernel log (dmesg, journalctl -k, syslog, kern.log, .gz; any kernel)");
+  explain->add_option("files", explain_opts.files, "Log files, plain or .gz; none or - for standard input");
+  explain->add_flag("--json", explain_opts.json, "The incidents as JSON (docs/explain.md)");
+  explain->add_option("--svg", explain_opts.svg,
+                      "Also draw each incident's moment into this SVG file (FILE-N.svg for several)");
+  explain->add_option("--html", explain_opts.html, "Also write a self-contained HTML page of every incident here");
+
   headroom::cli::TopOptions top_opts;
   auto* top = app.add_subcommand(
       "top", "A live view: machine, cgroups (visible/invisible), processes by PSS, the last OOM kills, the budget");
@@ -255,6 +265,7 @@ int run(int argc, char** argv) {
     return headroom::cli::runTop(top_opts, std::cerr);
   }
   if (report->parsed()) return headroom::cli::runReportCommand(report_opts, std::cout, std::cerr);
+  if (explain->parsed()) return headroom::cli::runExplainCommand(explain_opts, std::cin, std::cout, std::cerr);
   if (run_cmd->parsed()) {
     run_opts.root = root;
     run_opts.bpf = !run_no_bpf;

@@ -1,5 +1,8 @@
 // What more than one subcommand shares: the budget policy's flags (`run`, `budget`), --role-rule
 // (`snapshot`, `budget`, `top`), the --agent-* flags (`budget`, `top`), and how a failure is said.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -8,6 +11,7 @@
 
 #include "headroom/cli/commands.h"
 #include "headroom/util/exit_codes.h"
+#include "headroom/util/files.h"
 #include "headroom/util/units.h"
 
 namespace headroom::cli {
@@ -69,6 +73,15 @@ Result<std::vector<RoleRule>> roleRulesFromFlags(const std::vector<std::string>&
     rules.push_back(std::move(*r));
   }
   return rules;
+}
+
+Status writeOutputFile(const std::string& path, std::string_view content, const char* what) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  std::string display = fmt::format("the {} to {}", what, path);
+  if (!fd.valid()) return errnoError("writing " + display);
+  if (auto st = writeAll(fd.get(), content, display); !st) return st;
+  if (::close(fd.release()) != 0) return errnoError("writing " + display);
+  return ok();
 }
 
 int fail(std::ostream& err, std::string_view command, const Error& e) {

@@ -52,15 +52,6 @@ std::string damageLine(const std::string& d) {
   return "skipped a damaged record: " + d;
 }
 
-Status writeFile(const std::string& path, std::string_view content, const char* what) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  std::string display = fmt::format("the {} to {}", what, path);
-  if (!fd.valid()) return errnoError("writing " + display);
-  if (auto st = writeAll(fd.get(), content, display); !st) return st;
-  if (::close(fd.release()) != 0) return errnoError("writing " + display);
-  return ok();
-}
-
 bool exists(const std::string& path, struct stat* st) { return ::stat(path.c_str(), st) == 0; }
 
 // The host a record names ("" when it names none).
@@ -259,10 +250,10 @@ int runReportCommand(const ReportOptions& opts, std::istream& in, std::ostream& 
 
   const json& rec = chosen.back();
   if (!opts.svg.empty()) {
-    if (auto s = writeFile(opts.svg, renderReportSvg(rec), "SVG"); !s) return fail(s.error());
+    if (auto s = writeOutputFile(opts.svg, renderReportSvg(rec), "SVG"); !s) return fail(s.error());
   }
   if (!opts.html.empty()) {
-    if (auto s = writeFile(opts.html, renderReportHtml(rec), "HTML page"); !s) return fail(s.error());
+    if (auto s = writeOutputFile(opts.html, renderReportHtml(rec), "HTML page"); !s) return fail(s.error());
   }
   // As stored: one line of JSON that parses back to the very record.
   if (opts.json)

@@ -20,7 +20,6 @@
 
 namespace headroom {
 namespace report_detail {
-namespace {
 
 std::string renderTableText(const Table& t, const std::string& indent) {
   std::vector<std::size_t> w(t.header.size(), 0);
@@ -66,7 +65,6 @@ std::string renderDocText(const Doc& d) {
   return o;
 }
 
-}  // namespace
 }  // namespace report_detail
 
 using namespace report_detail;  // the report's own parts

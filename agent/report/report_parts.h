@@ -104,6 +104,11 @@ std::string recordCgroup(const json& rec);
 std::string usageOfLimit(const Domain& d);
 std::string xmlEscape(std::string_view s);
 std::string renderDocHtml(const Doc& d, const std::string& svg);
+// Several documents on one page (`headroom explain`'s incidents), each with its picture.
+std::string renderDocsHtml(const std::string& title, const std::vector<std::pair<Doc, std::string>>& docs);
+// The document as text, tables aligned (indented by `indent`).
+std::string renderDocText(const Doc& d);
+std::string renderTableText(const Table& t, const std::string& indent);
 int kindRank(const std::string& kind);
 std::optional<bool> kindVisible(const std::string& kind);
 Flight readFlight(const json& rec);
@@ -112,6 +117,10 @@ std::vector<double> resample(const std::vector<double>& v, std::size_t width);
 
 // The report as a document: its sections in order (report_sections.cpp).
 Doc buildDoc(const json& rec);
+// Its sections of the moment of the kill, for a record of a kill no agent watched (explain).
+Section killedSection(const json& rec);
+Section breakdownSection(const json& rec);
+Section taskDumpSection(const json& rec);
 // The parts of an attribution (or of the breakdown at the kill) as a table, each with its share
 // of `usage`; and its notes, one block each (report_moment.cpp).
 Table partsTable(const json& att, std::optional<std::uint64_t> usage);

@@ -36,27 +36,30 @@ std::string xmlEscape(std::string_view s) {
   return o;
 }
 
-std::string renderDocHtml(const Doc& d, const std::string& svg) {
+namespace {
+
+constexpr const char* kStyle =
+    "<style>\n"
+    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;"
+    "padding:0 1em;color:#222}\n"
+    "h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}h2 small{font-weight:normal;color:#666}\n"
+    ".summary{font-size:1.1em;background:#fbeaea;border-left:4px solid #c00;padding:.6em 1em;"
+    "overflow-wrap:anywhere}\n"
+    "p{overflow-wrap:anywhere}\n"
+    ".wide{overflow-x:auto;max-width:100%}\n"
+    "table{border-collapse:collapse;margin:.4em 0 .8em}\n"
+    "th,td{padding:2px 10px;border-bottom:1px solid #e4e4e4;text-align:left;white-space:nowrap}\n"
+    "th{background:#f4f4f4}.r{text-align:right;font-variant-numeric:tabular-nums}\n"
+    ".mono{font-family:ui-monospace,'DejaVu Sans Mono',monospace}\n"
+    "figure{margin:1em 0}svg{max-width:100%;height:auto}\n"
+    "article+article{border-top:2px solid #ccc;margin-top:2em}\n"
+    "</style>\n";
+
+std::string docBody(const Doc& d, const std::string& svg, bool figure) {
   std::string o;
-  o += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  o += "<title>" + xmlEscape(d.heading) + "</title>\n";
-  o += "<style>\n"
-       "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;"
-       "padding:0 1em;color:#222}\n"
-       "h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}h2 small{font-weight:normal;color:#666}\n"
-       ".summary{font-size:1.1em;background:#fbeaea;border-left:4px solid #c00;padding:.6em 1em;"
-       "overflow-wrap:anywhere}\n"
-       "p{overflow-wrap:anywhere}\n"
-       ".wide{overflow-x:auto;max-width:100%}\n"
-       "table{border-collapse:collapse;margin:.4em 0 .8em}\n"
-       "th,td{padding:2px 10px;border-bottom:1px solid #e4e4e4;text-align:left;white-space:nowrap}\n"
-       "th{background:#f4f4f4}.r{text-align:right;font-variant-numeric:tabular-nums}\n"
-       ".mono{font-family:ui-monospace,'DejaVu Sans Mono',monospace}\n"
-       "figure{margin:1em 0}svg{max-width:100%;height:auto}\n"
-       "</style>\n</head>\n<body>\n";
   o += "<h1>" + xmlEscape(d.heading) + "</h1>\n";
   o += "<p class=\"summary\">" + xmlEscape(d.summary) + "</p>\n";
-  o += "<figure>\n" + svg + "</figure>\n";
+  if (figure) o += "<figure>\n" + svg + "</figure>\n";
   for (const Section& s : d.sections) {
     o += "<section>\n<h2>" + xmlEscape(s.title);
     if (!s.subtitle.empty()) o += " <small>" + xmlEscape(s.subtitle) + "</small>";
@@ -86,8 +89,22 @@ std::string renderDocHtml(const Doc& d, const std::string& svg) {
     }
     o += "</section>\n";
   }
-  o += "</body>\n</html>\n";
   return o;
+}
+
+std::string page(const std::string& title, const std::string& body) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + xmlEscape(title) +
+         "</title>\n" + kStyle + "</head>\n<body>\n" + body + "</body>\n</html>\n";
+}
+
+}  // namespace
+
+std::string renderDocHtml(const Doc& d, const std::string& svg) { return page(d.heading, docBody(d, svg, true)); }
+
+std::string renderDocsHtml(const std::string& title, const std::vector<std::pair<Doc, std::string>>& docs) {
+  std::string body;
+  for (const auto& [d, svg] : docs) body += "<article>\n" + docBody(d, svg, !svg.empty()) + "</article>\n";
+  return page(title, body);
 }
 
 const char* kindColour(const std::string& kind, std::size_t fallback_index) {

@@ -15,7 +15,6 @@
 #include "report_parts.h"
 
 namespace headroom::report_detail {
-namespace {
 
 Section killedSection(const json& rec) {
   Section s{"KILLED", "the victim's own memory when the kernel chose it; the limit above is the OOM domain's", {}};
@@ -165,6 +164,8 @@ Section taskDumpSection(const json& rec) {
                                     tasks.size() == 1 ? "" : "s", formatBytes(rss), formatBytes(pte)));
   return s;
 }
+
+namespace {
 
 int roleRank(const std::string& role) {
   static const std::array<const char*, 4> kOrder = {"prover", "colocated", "system", "self"};

@@ -2,7 +2,7 @@
 #include <cstdlib>
 
 #include "headroom/sensors/oom_joiner.h"
-#include "headroom/sources/kmsg.h"
+#include "headroom/sources/oom_log.h"
 
 namespace headroom {
 namespace {

@@ -228,17 +228,19 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
   std::int64_t now = monotonicNs();
   if (m.kmsg) {
     for (const auto& rec : m.kmsg->readAvailable()) {
-      if (auto report = m.kmsg_parser.feed(rec)) {
-        // Without BPF's mark the report is the first word of the kill: the files are read now.
-        std::vector<CgroupMemory> read;
-        std::int64_t read_ns = 0;
-        if (m.status(SensorId::kOom).state != SensorState::kActive && m.hierarchy) {
-          read_ns = monotonicNs();
-          std::string where = report->task_memcg ? *report->task_memcg : report->oom_memcg.value_or("");
-          if (auto rel = m.hierarchy->toMountRelative(where)) read = m.readAtKill(*rel);
+      for (const LogLine& line : logLines(rec)) {
+        for (auto& report : m.kmsg_parser.feed(line)) {
+          // Without BPF's mark the report is the first word of the kill: the files are read now.
+          std::vector<CgroupMemory> read;
+          std::int64_t read_ns = 0;
+          if (m.status(SensorId::kOom).state != SensorState::kActive && m.hierarchy) {
+            read_ns = monotonicNs();
+            std::string where = report.task_memcg ? *report.task_memcg : report.oom_memcg.value_or("");
+            if (auto rel = m.hierarchy->toMountRelative(where)) read = m.readAtKill(*rel);
+          }
+          // The kernel log's clock is the monotonic clock in microseconds.
+          m.joiner.addReport(report, static_cast<std::int64_t>(report.ts_us) * 1000, now, std::move(read), read_ns);
         }
-        // The kernel log's clock is the monotonic clock in microseconds.
-        m.joiner.addReport(*report, static_cast<std::int64_t>(report->ts_us) * 1000, now, std::move(read), read_ns);
       }
     }
   }

@@ -22,6 +22,7 @@
 #include "headroom/sources/cgroup_index.h"
 #include "headroom/sources/fs_root.h"
 #include "headroom/sources/kmsg.h"
+#include "headroom/sources/oom_log.h"
 
 struct proc_activity;  // bpf/events.h
 
@@ -53,7 +54,7 @@ struct Sensors::Impl {
   std::unique_ptr<btf, BtfDeleter> vmlinux;  // the kernel's BTF, loaded once at start
   std::optional<KmsgReader> kmsg;
   std::unique_ptr<TaskIterator> tasks;  // the collector's per-process source, when it loads
-  KmsgOomParser kmsg_parser;
+  OomLogAssembler kmsg_parser{OomLogAssembler::Emit::kAtKill};
   OomJoiner joiner;
   std::vector<SensorStatus> statuses;
   std::vector<ExitEvent> exits;

@@ -88,13 +88,17 @@ def kmsg(c):
         if not name.endswith(".txt"):
             continue
         text = read(os.path.join(FIX, "kmsg", name))
-        c.put("kmsg_oom", name, text)
+        c.put("oom_log", name, text)
         taken = set()
         for line in text.split(b"\n"):
             for i, m in enumerate(marks):
                 if i not in taken and m.encode() in line:
                     taken.add(i)
                     c.put("kmsg_record", f"{name[:-4]}-{i:02d}", line + b"\n")
+    # The real reports people saved, in every form (tests/fixtures/oom-logs, each with its PROVENANCE).
+    for name in sorted(os.listdir(os.path.join(FIX, "oom-logs"))):
+        if name.endswith(".log"):
+            c.put("oom_log", name, read(os.path.join(FIX, "oom-logs", name)))
     # A record with continuation lines, as a read() of /dev/kmsg returns it.
     c.put("kmsg_record", "continuation",
           "6,1234,5678901,-;usb 1-1: new device\n SUBSYSTEM=usb\n DEVICE=c189:1\n")

@@ -79,6 +79,8 @@ struct PolicyFlags {
 Result<BudgetPolicy> policyFromFlags(const PolicyFlags& f, BudgetPolicy base = {});
 // Says `e` on one line ("headroom COMMAND: ...") and returns its exit code.
 int fail(std::ostream& err, std::string_view command, const Error& e);
+// Writes `content` to `path` (created 0644, or truncated); errors say "writing the WHAT to PATH".
+Status writeOutputFile(const std::string& path, std::string_view content, const char* what);
 // --role-rule's values, each "ROLE=KIND:VALUE"; errors are bad input naming the flag.
 Result<std::vector<RoleRule>> roleRulesFromFlags(const std::vector<std::string>& specs);
 
@@ -161,6 +163,16 @@ struct ReportOptions {
 // --from-json - reads.
 int runReportCommand(const ReportOptions& opts, std::ostream& out, std::ostream& err);
 int runReportCommand(const ReportOptions& opts, std::istream& in, std::ostream& out, std::ostream& err);
+
+struct ExplainOptions {
+  std::vector<std::string> files;  // saved kernel logs, plain or .gz; none or "-": standard input
+  bool json = false;
+  std::string svg;   // the incidents' pictures: this file (one), or FILE-N.svg for each of several
+  std::string html;  // one page of every incident
+};
+// `headroom explain`: every OOM incident in saved kernel log text. 0 explained, 1 no OOM report
+// in the text, 2 bad input (a file that cannot be read, a damaged .gz).
+int runExplainCommand(const ExplainOptions& opts, std::istream& in, std::ostream& out, std::ostream& err);
 
 // The human table of `headroom snapshot`.
 std::string renderSnapshotTable(const Snapshot& snap, std::size_t top_per_role);

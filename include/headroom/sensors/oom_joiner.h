@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "headroom/sensors/oom_event.h"
-#include "headroom/sources/kmsg.h"
+#include "headroom/sources/oom_log.h"
 
 namespace headroom {
 

@@ -9,6 +9,7 @@
 #include "headroom/model/snapshot_json.h"
 #include "headroom/sensors/oom_joiner.h"
 #include "headroom/sources/kmsg.h"
+#include "headroom/sources/oom_log.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {
@@ -21,7 +22,7 @@ OomEvent eventOf(const std::string& name) {
   std::ifstream f(testing::fixturePath("kmsg/" + name));
   std::stringstream ss;
   ss << f.rdbuf();
-  auto reports = parseKmsgOomReports(ss.str());
+  auto reports = parseOomLog(ss.str());
   EXPECT_FALSE(reports.empty()) << name;
   OomJoiner::Options o;
   o.expect_bpf = false;

@@ -4,7 +4,7 @@
 #include <csignal>
 
 #include "headroom/sensors/oom_joiner.h"
-#include "headroom/sources/kmsg.h"
+#include "headroom/sources/oom_log.h"
 
 namespace headroom {
 namespace {

@@ -47,8 +47,20 @@ TEST(Fixtures, EveryRealCaptureHasItsProvenance) {
       expectProvenance(e.path(), e.path().string() + ".provenance");
     }
   }
+  // Reports gathered from public sources (tests/fixtures/oom-logs): where from, as what.
+  for (const auto& e : fs::directory_iterator(root / "oom-logs")) {
+    if (e.path().extension() != ".log") continue;
+    ++real;
+    fs::path provenance = e.path().string() + ".provenance";
+    ASSERT_TRUE(fs::exists(provenance)) << e.path() << " has no " << provenance.filename();
+    std::string text = "\n" + slurp(provenance);
+    for (const char* key : {"source: ", "retrieved: ", "kernel: ", "format: ", "whole: ", "edits: "})
+      EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << provenance << " names no " << key;
+  }
   for (const auto& e : fs::directory_iterator(root)) {
-    if (!e.is_directory() || e.path().filename() == "kmsg" || e.path().filename() == "journal") continue;
+    if (!e.is_directory() || e.path().filename() == "kmsg" || e.path().filename() == "journal" ||
+        e.path().filename() == "oom-logs")
+      continue;
     if (handMade(e.path())) {
       ++hand;
       continue;

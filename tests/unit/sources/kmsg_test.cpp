@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "headroom/sources/kmsg.h"
+#include "headroom/sources/oom_log.h"
 #include "headroom/sources/parse.h"
 #include "testing/fixture_tree.h"
 
@@ -52,7 +53,7 @@ TEST(KmsgRecord, APriorityBeyondAByteOfFacilityIsRefused) {
 }
 
 TEST(KmsgOom, Linux618MemcgV1Live) {
-  auto reports = parseKmsgOomReports(fixture("linux-6.18-memcg-v1.txt"));
+  auto reports = parseOomLog(fixture("linux-6.18-memcg-v1.txt"));
   ASSERT_EQ(reports.size(), 1u);
   const KernelOomReport& r = reports[0];
   EXPECT_EQ(r.trigger_comm, "headroom-worklo");
@@ -93,7 +94,7 @@ TEST(KmsgOom, Linux618MemcgV1Live) {
 
 // Hand-made in the shape of Ubuntu 22.04's 5.15 (no such kernel in the matrix to capture from).
 TEST(KmsgOom, HandMade515OlderTaskDumpAndCommsWithSpaces) {
-  auto reports = parseKmsgOomReports(fixture("handmade-linux-5.15-memcg-v2.txt"));
+  auto reports = parseOomLog(fixture("handmade-linux-5.15-memcg-v2.txt"));
   ASSERT_EQ(reports.size(), 1u);
   const KernelOomReport& r = reports[0];
   EXPECT_EQ(r.trigger_pid.value(), 4321);
@@ -111,7 +112,7 @@ TEST(KmsgOom, HandMade515OlderTaskDumpAndCommsWithSpaces) {
 
 // Hand-made: a systemd session's victim, a two-task dump (the real 6.1 capture below has others).
 TEST(KmsgOom, HandMadeGlobalOomInASession) {
-  auto reports = parseKmsgOomReports(fixture("handmade-linux-6.1-global.txt"));
+  auto reports = parseOomLog(fixture("handmade-linux-6.1-global.txt"));
   ASSERT_EQ(reports.size(), 1u);
   const KernelOomReport& r = reports[0];
   EXPECT_TRUE(r.global_oom);
@@ -126,7 +127,7 @@ TEST(KmsgOom, HandMadeGlobalOomInASession) {
 
 // Hand-made in the shape of Ubuntu 24.04's 6.8, shmem in the victims' figures.
 TEST(KmsgOom, HandMade68OomGroupKillsSeveral) {
-  auto reports = parseKmsgOomReports(fixture("handmade-linux-6.8-memcg-v2-oom-group.txt"));
+  auto reports = parseOomLog(fixture("handmade-linux-6.8-memcg-v2-oom-group.txt"));
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[0].victim.pid, 9001);
   EXPECT_FALSE(reports[0].oom_group);
@@ -147,7 +148,7 @@ constexpr const char* kPod =
 
 // The capture's one report, and whether it is a memcg or a global OOM as expected.
 void expectOneReport(const std::string& file, bool global, KernelOomReport& r) {
-  auto reports = parseKmsgOomReports(fixture(file));
+  auto reports = parseOomLog(fixture(file));
   ASSERT_EQ(reports.size(), 1u);
   r = reports[0];
   EXPECT_EQ(r.global_oom, global);
@@ -205,7 +206,7 @@ TEST(KmsgOom, Linux612MemcgV2) { expectMemcgV2("linux-6.12-memcg-v2.txt", true);
 // among them, again): one incident, each process once.
 void expectOomGroup(const std::string& file) {
   SCOPED_TRACE(file);
-  auto reports = parseKmsgOomReports(fixture(file));
+  auto reports = parseOomLog(fixture(file));
   ASSERT_GE(reports.size(), 2u);
   std::set<pid_t> killed;
   for (const auto& r : reports) {
@@ -257,23 +258,36 @@ TEST(KmsgOom, Linux61Global) { expectGlobal("linux-6.1-global.txt"); }
 TEST(KmsgOom, Linux612Global) { expectGlobal("linux-6.12-global.txt"); }
 
 TEST(KmsgOom, CutShortReportIsAbandonedAndCounted) {
-  KmsgOomParser p;
-  auto feed = [&](const char* raw) { return p.feed(*parseKmsgRecord(raw)); };
-  EXPECT_FALSE(feed("4,1,1,-;a invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0"));
-  EXPECT_FALSE(feed("6,2,2,-;Tasks state (memory values in pages):"));
-  EXPECT_FALSE(feed("4,3,3,-;b invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0"));
+  OomLogAssembler p;
+  auto feed = [&](const char* raw) {
+    std::vector<KernelOomReport> out;
+    for (const auto& l : logLines(*parseKmsgRecord(raw)))
+      for (auto& r : p.feed(l)) out.push_back(std::move(r));
+    return out;
+  };
+  EXPECT_TRUE(feed("4,1,1,-;a invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0").empty());
+  EXPECT_TRUE(feed("6,2,2,-;Tasks state (memory values in pages):").empty());
+  EXPECT_TRUE(feed("4,3,3,-;b invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0").empty());
   EXPECT_EQ(p.abandoned(), 1u);
   auto r = feed(
       "3,4,4,-;Out of memory: Killed process 5 (b) total-vm:4kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB, UID:0 "
       "pgtables:4kB oom_score_adj:0");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->trigger_comm, "b");
-  // Garbage in between is ignored; a "Killed process" with no report around it is not one.
-  EXPECT_FALSE(feed("3,5,5,-;Out of memory: Killed process 6 (c) total-vm:4kB"));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].trigger_comm, "b");
+  EXPECT_TRUE(r[0].header_seen);
+  // A second "Killed process" with no memory.oom.group line before it is another kill, whose
+  // report the log lost: it proves the kill on its own, and nothing else is made up for it.
+  auto second = feed("3,5,5,-;Out of memory: Killed process 6 (c) total-vm:4kB");
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].victim.pid, 6);
+  EXPECT_FALSE(second[0].header_seen);
+  EXPECT_TRUE(second[0].trigger_comm.empty());
+  EXPECT_TRUE(second[0].victim_line_cut);
+  EXPECT_NE(second[0].incident, r[0].incident);
 }
 
 TEST(KmsgOom, TruncatedKilledLineKeepsWhatItHas) {
-  auto reports = parseKmsgOomReports(
+  auto reports = parseOomLog(
       "4,1,1,-;x invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0\n"
       "3,2,2,-;Memory cgroup out of memory: Killed process 77 (x) total-vm:100kB, anon-rss:5");
   ASSERT_EQ(reports.size(), 1u);
@@ -285,7 +299,7 @@ TEST(KmsgOom, TruncatedKilledLineKeepsWhatItHas) {
 // Hand-made: a global OOM whose unreclaimable slab outweighs the LRU pages, so the kernel names
 // its largest caches (dump_unreclaimable_slab's "%-17s %10luKB %10luKB"); no capture has one.
 TEST(KmsgOom, HandMadeGlobalOomNamesTheLargestUnreclaimableSlabCaches) {
-  auto reports = parseKmsgOomReports(
+  auto reports = parseOomLog(
       "4,1,1,-;a invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0\n"
       "4,2,2,-;Mem-Info:\n"
       "4,3,3,-;active_anon:10 inactive_anon:20 isolated_anon:0\\x0a slab_reclaimable:5 slab_unreclaimable:600000\\x0a "
@@ -350,7 +364,7 @@ TEST(KmsgOom, TwoReportsInOneBurstWithOtherMessagesAndLostRecords) {
     if (lines[i].find(";slab ") != std::string::npos) seq += 3;  // three records lost
     add(lines[i]);
   }
-  auto reports = parseKmsgOomReports(burst);
+  auto reports = parseOomLog(burst);
   ASSERT_EQ(reports.size(), 2u);
   for (const auto& r : reports) {
     ASSERT_TRUE(r.memcg.has_value());
@@ -378,7 +392,7 @@ TEST(KmsgOom, AStatisticsRecordAtTheLineLimitIsMarkedCut) {
     plain += line.size() + 1;
   }
   block += "last_key 12";
-  auto reports = parseKmsgOomReports(
+  auto reports = parseOomLog(
       "4,1,1,-;a invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0\n"
       "6,2,2,-;memory: usage 4kB, limit 4kB, failcnt 1\n"
       "6,3,3,-;Memory cgroup stats for /x:\n"
