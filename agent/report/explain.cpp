@@ -330,6 +330,7 @@ std::string renderExplanationHtml(const std::vector<Explanation>& all) {
     docs.emplace_back(incidentDoc(ex, inc, n, total), inc.killed() ? svgElement(inc.record, false) : std::string());
   });
   std::vector<std::string> names;
+  names.reserve(all.size());
   for (const auto& ex : all) names.push_back(ex.source == "-" ? "stdin" : ex.source);
   return renderDocsHtml(fmt::format("headroom explain: {}", fmt::join(names, ", ")), docs);
 }

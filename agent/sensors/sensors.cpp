@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <csignal>
 #include <span>
 #include <utility>
 
@@ -23,6 +24,10 @@ namespace {
 
 // A consumer that never takes exits must not grow the queue without limit.
 constexpr std::size_t kMaxQueuedExits = 65536;
+// How long a SIGKILL'd exit waits for the OOM killer's mark that may follow it (the kill is sent
+// first; the mark's program can run after the victim's exit on a busy machine).
+constexpr std::int64_t kLateMarkWaitNs = 250'000'000;
+constexpr std::size_t kRecentMarks = 256;
 // Ancestors read at a kill: deeper than any real hierarchy, and bounded.
 constexpr int kMaxReadAtKillDepth = 16;
 
@@ -90,6 +95,9 @@ void Sensors::Impl::onOomRecord(const void* data, std::size_t size) {
     // At once, before an orchestrator removes the cgroup that held the victim.
     m.read_at_kill_ns = monotonicNs();
     m.read_at_kill = readAtKill(!m.victim.cgroup.empty() ? m.victim.cgroup : m.trigger_cgroup);
+    lateMark(m.victim.process());
+    recent_marks.push_back(m.victim.process());
+    if (recent_marks.size() > kRecentMarks) recent_marks.pop_front();
     joiner.addMark(m, now);
   } else if (auto* reap = std::get_if<DecodedReap>(&record)) {
     joiner.addReap(reap->pid, reap->finished, reap->ts_ns);
@@ -102,7 +110,48 @@ void Sensors::Impl::onExitRecord(const void* data, std::size_t size) {
   if (!d) return;
   d->exit.cgroup = cgroupPath(d->cgroup_id);
   answered_faults.erase(d->exit.pid);
-  exits.push_back(std::move(d->exit));
+  holdOrQueue(std::move(d->exit), monotonicNs());
+}
+
+void Sensors::Impl::holdOrQueue(ExitEvent e, std::int64_t now_ns) {
+  const bool sigkill = e.kind == ExitKind::kSignaled && e.signal == SIGKILL;
+  if (sigkill && std::find(recent_marks.begin(), recent_marks.end(), e.pid) != recent_marks.end()) {
+    held_exits.push_back(HeldExit{std::move(e), now_ns});
+    lateMark(held_exits.back().exit.pid);
+    return;
+  }
+  if (sigkill && held_exits.size() < kMaxQueuedExits) {
+    held_exits.push_back(HeldExit{std::move(e), now_ns + kLateMarkWaitNs});
+    return;
+  }
+  exits.push_back(std::move(e));
+  if (exits.size() > kMaxQueuedExits) exits.erase(exits.begin(), exits.begin() + kMaxQueuedExits / 2);
+}
+
+void Sensors::Impl::lateMark(pid_t tgid) {
+  for (auto it = held_exits.begin(); it != held_exits.end(); ++it) {
+    if (it->exit.pid != tgid) continue;
+    ExitEvent e = classifyExit(it->exit.pid, it->exit.wait_status, true, it->exit.shares_oom_mm);
+    e.parent_pid = it->exit.parent_pid;
+    e.comm = std::move(it->exit.comm);
+    e.cgroup = std::move(it->exit.cgroup);
+    e.monotonic_time_ns = it->exit.monotonic_time_ns;
+    e.note = "marked by the OOM killer just after its SIGKILL (the kernel sends the kill first)";
+    held_exits.erase(it);
+    exits.push_back(std::move(e));
+    return;
+  }
+}
+
+void Sensors::Impl::releaseHeld(std::int64_t now_ns, bool all) {
+  for (auto it = held_exits.begin(); it != held_exits.end();) {
+    if (all || it->until_ns <= now_ns) {
+      exits.push_back(std::move(it->exit));
+      it = held_exits.erase(it);
+    } else {
+      ++it;
+    }
+  }
   if (exits.size() > kMaxQueuedExits) exits.erase(exits.begin(), exits.begin() + kMaxQueuedExits / 2);
 }
 
@@ -200,7 +249,7 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
   Impl& m = *impl_;
   // An incident waiting for its other source or to settle is looked at again soon, whatever the
   // caller's timeout: nothing else would wake the wait for it.
-  if (m.joiner.pending() > 0) timeout_ms = timeout_ms < 0 ? 100 : std::min(timeout_ms, 100);
+  if (m.joiner.pending() > 0 || !m.held_exits.empty()) timeout_ms = timeout_ms < 0 ? 100 : std::min(timeout_ms, 100);
   // One wait on everything that brings work: a ring's record (an irq_work wakes the rings' epoll
   // at once; on a machine without self-IPI, at the next timer tick, which NO_HZ keeps running
   // while one is pending), a kernel log line, the caller's wakeup. No short slices: 100 wakeups
@@ -248,7 +297,10 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
 }
 
 std::vector<OomEvent> Sensors::takeOomEvents() { return std::exchange(impl_->ooms, {}); }
-std::vector<ExitEvent> Sensors::takeExitEvents() { return std::exchange(impl_->exits, {}); }
+std::vector<ExitEvent> Sensors::takeExitEvents() {
+  impl_->releaseHeld(monotonicNs());
+  return std::exchange(impl_->exits, {});
+}
 
 Status Sensors::trackCgroups(const std::vector<std::uint64_t>& ids) { return impl_->trackCgroupsNow(ids); }
 

@@ -7,6 +7,7 @@
 #include <bpf/libbpf.h>
 
 #include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -58,6 +59,20 @@ struct Sensors::Impl {
   OomJoiner joiner;
   std::vector<SensorStatus> statuses;
   std::vector<ExitEvent> exits;
+  // SIGKILL'd exits no mark named yet: the kernel sends the OOM victim its SIGKILL before it
+  // marks it (mm/oom_kill.c, __oom_kill_process), so an idle victim on another CPU can exit
+  // before oom:mark_victim runs. Held until the mark comes or kLateMarkWaitNs passed.
+  struct HeldExit {
+    ExitEvent exit;
+    std::int64_t until_ns = 0;
+  };
+  std::vector<HeldExit> held_exits;
+  // The processes the last marks named (the rings are read one after the other: the mark may be
+  // read before the exit that came first).
+  std::deque<pid_t> recent_marks;
+  void holdOrQueue(ExitEvent e, std::int64_t now_ns);
+  void lateMark(pid_t tgid);
+  void releaseHeld(std::int64_t now_ns, bool all = false);
   std::vector<OomEvent> ooms;
   std::set<std::string> cuda_attached;
   std::uint64_t events = 0;

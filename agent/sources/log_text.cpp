@@ -49,7 +49,7 @@ std::optional<std::size_t> findClock(std::string_view s, std::size_t within) {
 std::optional<std::uint64_t> dmesgClock(std::string_view s, std::string_view& rest) {
   if (s.empty() || s.front() != '[') return std::nullopt;
   auto close = s.find(']');
-  if (close == std::string_view::npos || close > 24) return std::nullopt;
+  if (close > 24) return std::nullopt;  // none, or too far for a clock
   std::string_view in = trim(s.substr(1, close - 1));
   auto dot = in.find('.');
   if (dot == std::string_view::npos || dot == 0) return std::nullopt;
@@ -74,7 +74,7 @@ std::optional<std::uint64_t> dmesgClock(std::string_view s, std::string_view& re
 std::optional<std::string> dmesgWallClock(std::string_view s, std::string_view& rest) {
   if (s.empty() || s.front() != '[') return std::nullopt;
   auto close = s.find(']');
-  if (close == std::string_view::npos || close > 64) return std::nullopt;
+  if (close > 64) return std::nullopt;  // none, or too far for a date
   std::string_view in = s.substr(1, close - 1);
   if (!findClock(in, in.size())) return std::nullopt;
   rest = s.substr(close + 1);
@@ -153,7 +153,7 @@ std::optional<Syslog> syslogLine(std::string_view s) {
 bool levelPrefix(std::string_view& s, bool& kernel) {
   if (s.size() > 3 && s.front() == '<') {
     auto close = s.find('>');
-    if (close != std::string_view::npos && close <= 4 && parseU64(s.substr(1, close - 1))) {
+    if (close <= 4 && parseU64(s.substr(1, close - 1))) {  // npos: no '>'
       kernel = *parseU64(s.substr(1, close - 1)) < 8;
       s.remove_prefix(close + 1);
       return true;
@@ -162,11 +162,11 @@ bool levelPrefix(std::string_view& s, bool& kernel) {
   static constexpr std::array<std::string_view, 12> kFacilities{"kern", "user", "mail", "daemon", "auth",     "syslog",
                                                                 "lpr",  "news", "uucp", "cron",   "authpriv", "ftp"};
   auto colon = s.find(':');
-  if (colon == std::string_view::npos || colon > 10) return false;
+  if (colon > 10) return false;  // none, or no facility's name before it
   std::string_view fac = trim(s.substr(0, colon));
   if (std::find(kFacilities.begin(), kFacilities.end(), fac) == kFacilities.end()) return false;
   auto colon2 = s.find(':', colon + 1);
-  if (colon2 == std::string_view::npos || colon2 > colon + 10) return false;
+  if (colon2 > colon + 10) return false;  // none, or no level's name
   kernel = fac == "kern";
   s.remove_prefix(colon2 + 1);
   if (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -192,9 +192,7 @@ std::string_view unquote(std::string_view s, bool& quoted, std::size_t& indent) 
   for (std::string_view fence : {"```", "~~~"}) {
     if (t.substr(0, fence.size()) == fence) {
       t.remove_prefix(fence.size());
-      while (!t.empty() && t.front() != ' ' && t.front() != '[' && t.size() > 0 &&
-             (t.front() >= 'a' && t.front() <= 'z'))
-        t.remove_prefix(1);  // the fence's language ("```text")
+      while (!t.empty() && t.front() >= 'a' && t.front() <= 'z') t.remove_prefix(1);  // its language ("```text")
       quoted = true;
       s = t;
     }
