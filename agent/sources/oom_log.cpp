@@ -189,6 +189,8 @@ std::vector<KernelOomReport> OomLogAssembler::feed(const LogLine& line) {
   if (!line.kernel) return out;
   std::string_view msg = line.text;
   const bool has_kill = !kills_.empty();
+  // A report without a kill reaches as far as the text goes before the next one.
+  if (cur_ && !has_kill) cur_->last_line = line.line;
   // A kill proven already (its line, or one before "Killed process"): a line of an earlier
   // stage of a report begins the next report (a grep of these lines, reports whose headers
   // the text lacks), unless memory.oom.group's kills follow.
