@@ -202,6 +202,21 @@ std::string_view unquote(std::string_view s, bool& quoted, std::size_t& indent) 
   return s.substr(indent);
 }
 
+// "#011", rsyslog's escape of a tab, as a space.
+std::string untabbed(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s.compare(i, 4, "#011") == 0) {
+      out += ' ';
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 enum class Kind { kBlank, kPlain, kPrefixed, kKmsgDictionary };
 
 // "anon 1234": a line of a cgroup's statistics block, never the rest of a wrapped line.
@@ -353,41 +368,24 @@ Parsed parseLine(std::string_view raw, std::size_t line_no, LogTextForm& form) {
 }  // namespace
 
 std::vector<LogLine> splitEscapedLines(LogLine first) {
+  static constexpr std::size_t kEscape = 4;  // "\x0a" and "#012" alike
   std::vector<LogLine> out;
   const std::string text = std::move(first.text);
+  auto next = [&](std::size_t from) { return std::min(text.find("\\x0a", from), text.find("#012", from)); };
   std::size_t escapes = 0;
-  auto next = [&](std::size_t from, std::size_t& len) -> std::size_t {
-    auto a = text.find("\\x0a", from);
-    auto b = text.find("#012", from);
-    std::size_t at = std::min(a, b);
-    len = 4;
-    return at;
-  };
-  std::size_t len = 0;
-  for (std::size_t at = next(0, len); at != std::string::npos; at = next(at + len, len)) ++escapes;
-  if (escapes == 0) {
-    first.text = text;
-    // "#011" is rsyslog's tab.
-    for (auto t = first.text.find("#011"); t != std::string::npos; t = first.text.find("#011", t))
-      first.text.replace(t, 4, " ");
-    out.push_back(std::move(first));
-    return out;
-  }
-  const bool at_limit = text.size() - 3 * escapes >= kLogLineLimit;
-  std::size_t from = 0;
-  for (;;) {
-    std::size_t at = next(from, len);
+  for (std::size_t at = next(0); at != std::string::npos; at = next(at + kEscape)) ++escapes;
+  const bool at_limit = escapes > 0 && text.size() - 3 * escapes >= kLogLineLimit;
+  for (std::size_t from = 0;;) {
+    std::size_t at = next(from);
     LogLine part = first;
-    part.text = text.substr(from, at == std::string::npos ? std::string::npos : at - from);
-    for (auto t = part.text.find("#011"); t != std::string::npos; t = part.text.find("#011", t))
-      part.text.replace(t, 4, " ");
+    part.text = untabbed(std::string_view(text).substr(from, at == std::string::npos ? std::string::npos : at - from));
     if (at == std::string::npos) {
       part.maybe_cut = at_limit;
-      if (!part.text.empty() || part.maybe_cut) out.push_back(std::move(part));
+      if (escapes == 0 || !part.text.empty() || part.maybe_cut) out.push_back(std::move(part));
       break;
     }
     out.push_back(std::move(part));
-    from = at + len;
+    from = at + kEscape;
   }
   return out;
 }
