@@ -1,14 +1,16 @@
 #include "headroom/sources/log_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <fmt/format.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
+
+#include "headroom/sources/fs_root.h"
 
 namespace headroom {
 
@@ -55,10 +57,17 @@ Result<std::string> readLogFile(const std::string& path, std::istream& in) {
     ss << in.rdbuf();
     bytes = ss.str();
   } else {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return badInput(fmt::format("reading {}: {}", path, std::strerror(errno)));
-    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    if (f.bad()) return badInput(fmt::format("reading {}: {}", path, std::strerror(errno)));
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return badInput(fmt::format("reading {}: {}", path, std::strerror(errno)));
+    char buf[1 << 16];
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return badInput(fmt::format("reading {}: {}", path, std::strerror(errno)));
+      if (n == 0) break;
+      bytes.append(buf, static_cast<std::size_t>(n));
+      if (bytes.size() > kMaxLogBytes) return badInput(fmt::format("{}: more than {} MiB", what, kMaxLogBytes >> 20));
+    }
   }
   if (bytes.size() > kMaxLogBytes) return badInput(fmt::format("{}: more than {} MiB", what, kMaxLogBytes >> 20));
   return gunzipIfCompressed(std::move(bytes), what);
