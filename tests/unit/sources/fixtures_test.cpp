@@ -53,9 +53,11 @@ TEST(Fixtures, EveryRealCaptureHasItsProvenance) {
     ++real;
     fs::path provenance = e.path().string() + ".provenance";
     ASSERT_TRUE(fs::exists(provenance)) << e.path() << " has no " << provenance.filename();
-    std::string text = "\n" + slurp(provenance);
-    for (const char* key : {"source: ", "retrieved: ", "kernel: ", "format: ", "whole: ", "edits: "})
-      EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << provenance << " names no " << key;
+    std::string text = slurp(provenance);
+    for (const char* key : {"source: ", "retrieved: ", "kernel: ", "format: ", "whole: ", "edits: "}) {
+      EXPECT_TRUE(text.rfind(key, 0) == 0 || text.find(std::string("\n") + key) != std::string::npos)
+          << provenance << " names no " << key;
+    }
   }
   for (const auto& e : fs::directory_iterator(root)) {
     if (!e.is_directory() || e.path().filename() == "kmsg" || e.path().filename() == "journal" ||
