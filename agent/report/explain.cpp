@@ -327,7 +327,8 @@ std::string renderExplanation(const std::vector<Explanation>& all) {
 std::string renderExplanationHtml(const std::vector<Explanation>& all) {
   std::vector<std::pair<Doc, std::string>> docs;
   eachIncident(all, [&](const Explanation& ex, const ExplainedIncident& inc, std::size_t n, std::size_t total) {
-    docs.emplace_back(incidentDoc(ex, inc, n, total), inc.killed() ? svgElement(inc.record, false) : std::string());
+    docs.emplace_back(incidentDoc(ex, inc, n, total),
+                      inc.killed() ? momentSvgElement(inc.record, false) : std::string());
   });
   std::vector<std::string> names;
   names.reserve(all.size());
@@ -335,6 +336,6 @@ std::string renderExplanationHtml(const std::vector<Explanation>& all) {
   return renderDocsHtml(fmt::format("headroom explain: {}", fmt::join(names, ", ")), docs);
 }
 
-std::string renderIncidentSvg(const ExplainedIncident& incident) { return renderReportSvg(incident.record); }
+std::string renderIncidentSvg(const ExplainedIncident& incident) { return momentSvgElement(incident.record, true); }
 
 }  // namespace headroom

@@ -131,5 +131,8 @@ Section momentSection(const json& rec);
 // The last minute before the kill as an SVG element: the parts stacked, the limit, the kill;
 // with `caption`, the report's sentence above them (a picture standing alone).
 std::string svgElement(const json& rec, bool caption);
+// The moment of the kill alone (a record without the flight's minute: `headroom explain`): the
+// parts the kernel charged as one stacked bar, the limit marked, a legend with each part's share.
+std::string momentSvgElement(const json& rec, bool caption);
 
 }  // namespace headroom::report_detail

@@ -154,6 +154,81 @@ double secondsStep(double span) {
   return std::ceil(span / 8 / 3600) * 3600;
 }
 
+std::string momentSvgElement(const json& rec, bool caption) {
+  constexpr double kW = 1000, kLeft = 88, kRight = 900, kBar = 44;
+  const json& at = objectAt(rec, "at_kill");
+  std::string summary = reportSummary(rec);
+  std::vector<std::string> title_lines = caption ? wrapWords(summary, 130) : std::vector<std::string>{};
+  const double top = caption ? 28 + 16.0 * static_cast<double>(title_lines.size()) + 14 : 24;
+  struct Piece {
+    std::string kind;
+    bool visible = true;
+    double bytes = 0;
+  };
+  std::vector<Piece> parts;
+  double sum = 0;
+  for (const json& p : arrayAt(at, "parts")) {
+    auto b = numberAt(p, "bytes");
+    if (!p.is_object() || !b || *b <= 0) continue;
+    parts.push_back({textAt(p, "kind"), flagAt(p, "visible"), *b});
+    sum += *b;
+  }
+  const double usage = numberAt(at, "usage_bytes").value_or(sum);
+  const std::optional<double> limit = numberAt(at, "limit_bytes");
+  const double scale = std::max({usage, sum, limit.value_or(0.0), 1.0});
+  auto px = [&](double b) { return kLeft + b / scale * (kRight - kLeft); };
+  const double bar_top = top + 36;
+  const double legend_top = bar_top + kBar + 40;
+  const std::size_t legend_rows = (parts.size() + 1) / 2;  // two parts a row
+  const double height = legend_top + 20.0 * static_cast<double>(legend_rows) + 24;
+
+  std::string o = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
+      kW, num(height));
+  o += "<title>" + xmlEscape(caption ? summary : "what the kernel charged at the OOM kill") + "</title>\n";
+  for (std::size_t i = 0; i < title_lines.size(); ++i)
+    o += fmt::format("<text x=\"16\" y=\"{}\">{}</text>\n", num(24 + 16.0 * static_cast<double>(i)),
+                     xmlEscape(title_lines[i]));
+  std::string cg = textAt(at, "cgroup");
+  o += fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">at the kill: {} charged to {}</text>\n", kLeft,
+                   num(top + 16), xmlEscape(bytesText(usage)), xmlEscape(cg.empty() ? "the machine" : cg));
+  if (parts.empty()) {
+    o += fmt::format(
+        "<text x=\"{}\" y=\"{}\">not known: the text holds neither the domain's statistics nor its usage</text>\n",
+        kLeft, num(bar_top + kBar / 2));
+  }
+  double x = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const Piece& p = parts[i];
+    o += fmt::format(
+        "<rect id=\"part-{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}><title>{} {}</title></rect>\n",
+        xmlEscape(p.kind), num(px(x)), num(bar_top), num(std::max(0.5, px(x + p.bytes) - px(x))), num(kBar),
+        kindColour(p.kind, i), p.visible ? "" : " fill-opacity=\"0.65\" stroke=\"#333\" stroke-dasharray=\"3 2\"",
+        xmlEscape(p.kind), xmlEscape(bytesText(p.bytes)));
+    x += p.bytes;
+  }
+  if (limit) {
+    o += fmt::format(
+        "<line id=\"limit\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#c00\" stroke-width=\"2\" "
+        "stroke-dasharray=\"6 3\"/>\n<text x=\"{0}\" y=\"{3}\" text-anchor=\"end\" fill=\"#c00\">limit {4}</text>\n",
+        num(px(*limit)), num(bar_top - 8), num(bar_top + kBar + 8), num(bar_top + kBar + 22),
+        xmlEscape(bytesText(*limit)));
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const Piece& p = parts[i];
+    const std::size_t row = i / 2;
+    double lx = kLeft + (i % 2 == 0 ? 0 : 420), ly = legend_top + 20.0 * static_cast<double>(row);
+    o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n", num(lx), num(ly - 10),
+                     kindColour(p.kind, i));
+    o += fmt::format("<text x=\"{}\" y=\"{}\">{} {} ({:.1f}%, {})</text>\n", num(lx + 18), num(ly), xmlEscape(p.kind),
+                     xmlEscape(bytesText(p.bytes)), usage > 0 ? 100.0 * p.bytes / usage : 0.0,
+                     p.visible ? "visible" : "invisible to any process");
+  }
+  o += "</svg>\n";
+  return o;
+}
+
 std::string svgElement(const json& rec, bool caption) {
   constexpr double kW = 1000;
   std::string summary = reportSummary(rec);

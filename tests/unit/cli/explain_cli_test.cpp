@@ -81,6 +81,18 @@ TEST(ExplainCli, SeveralFilesPicturesAndAPage) {
   EXPECT_EQ(std::count(page.begin(), page.end(), '\n') > 10, true);
 }
 
+// The picture of a kill no agent watched is its moment: the parts the kernel charged, stacked.
+TEST(ExplainCli, ThePictureIsTheMomentOfTheKill) {
+  TempDir dir;
+  auto r = runCommand({HEADROOM_BINARY, "explain", "--svg", dir.path + "/m.svg",
+                       corpusFile("mid-ubuntu20-5.4-docker-kmem-dmesg-T.log")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string svg = testing::fileText(dir.path + "/m-1.svg");
+  for (const char* part : {"id=\"part-anon\"", "id=\"part-file\"", "id=\"part-slab_unreclaimable\""})
+    EXPECT_NE(svg.find(part), std::string::npos) << part << "\n" << svg.substr(0, 2000);
+  EXPECT_NE(svg.find("at the kill: 10.8 GiB"), std::string::npos) << "the Mem-Info's memory in use";
+}
+
 TEST(ExplainCli, BadInputNamesTheFileAndTextWithoutAReportSaysSo) {
   auto missing = runCommand({HEADROOM_BINARY, "explain", "/nonexistent/kern.log"});
   EXPECT_EQ(missing.exit_code, 2);
