@@ -9,6 +9,7 @@
 #include "headroom/report/explain.h"
 #include "headroom/sources/log_file.h"
 #include "headroom/util/exit_codes.h"
+#include "headroom/util/json.h"
 
 namespace headroom::cli {
 namespace {
@@ -39,7 +40,7 @@ int runExplainCommand(const ExplainOptions& opts, std::istream& in, std::ostream
     incidents += all.back().incidents.size();
   }
   if (opts.json)
-    out << explanationJson(all).dump(2) << "\n";
+    out << dumpJson(explanationJson(all), 2) << "\n";  // a log's bytes need not be UTF-8
   else
     out << renderExplanation(all);
   if (!opts.svg.empty()) {

@@ -111,6 +111,16 @@ TEST(ExplainCli, BadInputNamesTheFileAndTextWithoutAReportSaysSo) {
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.out.find("no OOM report in " + quiet), std::string::npos) << none.out;
 
+  // A log's bytes need not be UTF-8 (a host name, a stamp in a legacy locale): JSON still comes.
+  std::string latin1 = dir.path + "/latin1.log";
+  std::ofstream(latin1) << "D\xe9"
+                           "c  7 00:05:15 h\xf4"
+                           "te kernel: Out of memory: Killed process 7 (a) total-vm:4kB, "
+                           "anon-rss:4kB, file-rss:0kB, shmem-rss:0kB\n";
+  auto bytes = runCommand({HEADROOM_BINARY, "explain", "--json", latin1});
+  ASSERT_EQ(bytes.exit_code, 0) << bytes.err;
+  EXPECT_EQ(json::parse(bytes.out)["incidents"][0]["kills"][0]["pid"], 7);
+
   auto twice = runCommand({HEADROOM_BINARY, "explain", "-", "-"});
   EXPECT_EQ(twice.exit_code, 2);
 }
