@@ -254,6 +254,10 @@ Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
       {"journal.path", str([](const AgentConfig& c) { return c.journal.path; })},
       {"journal.max_bytes", size([](const AgentConfig& c) { return c.journal.max_bytes; })},
       {"journal.flight_window", duration([](const AgentConfig& c) { return c.journal.flight_window; })},
+      {"journal.catch_up", str([](const AgentConfig& c) {
+         constexpr std::array<const char*, 3> kModes = {"boot", "restarts", "off"};
+         return std::string(kModes[static_cast<std::size_t>(c.journal.catch_up)]);
+       })},
       {"workloads.docker_socket", str([](const AgentConfig& c) { return c.workloads.docker_socket; })},
       {"workloads.podman_socket", str([](const AgentConfig& c) { return c.workloads.podman_socket; })},
       {"workloads.kubernetes_logs", boolean([](const AgentConfig& c) { return c.workloads.kubernetes_logs; })},

@@ -466,6 +466,11 @@ std::vector<KeySpec> makeSpecs() {
         c.journal.flight_window = *t;
         return ok();
       }));
+  k.push_back(enumKey("journal.catch_up",
+                      "at start, journal the OOM kills the journal lacks: boot (every one of this boot in the "
+                      "kernel's log), restarts (those since the last agent's state beside the journal), off",
+                      {"boot", "restarts", "off"},
+                      [](AgentConfig& c, std::size_t i) { c.journal.catch_up = static_cast<JournalCatchUp>(i); }));
   const WorkloadLookup wd;
   k.push_back(scalar(
       "workloads.docker_socket", "string",

@@ -91,13 +91,15 @@ KillPathSettings killPathSettingsOf(const AgentConfig& c) {
           .role_rules = c.role_rules};
 }
 
-HostIdentity thisHost() {
+// `self`: the live / (the boot is the agent's own, whatever --root says).
+HostIdentity thisHost(const FsRoot& self) {
   HostIdentity h;
   std::array<char, 256> name{};
   if (::gethostname(name.data(), name.size() - 1) == 0) h.hostname = name.data();
   utsname u{};
   if (::uname(&u) == 0) h.kernel = u.release;
   h.agent_version = std::string(kVersion);
+  if (auto boot = self.readFile("/proc/sys/kernel/random/boot_id")) h.boot_id = std::string(trim(*boot));
   return h;
 }
 
@@ -128,7 +130,7 @@ struct Agent::Impl {
         roles_(cfg_.role_rules),
         exporter_(limitsOf(cfg_)),
         budget_(cfg_.budget, cfg_.role_rules, ProverBudget::Options{}),
-        kills_(exporter_, budget_, thisHost()),
+        kills_(exporter_, budget_, thisHost(self_fs_)),
         api_(exporter_, kills_.board(), std::move(probe_command), std::move(probe_unavailable)),
         names_(std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads)) {
     self_.start_time_seconds = unixSeconds();
@@ -145,6 +147,7 @@ struct Agent::Impl {
 
   Status run();
   void startSensors();
+  void sensorsStarted();  // hands the kill path what their start found
   void sample();
   // The prover's cgroup is sampled whatever else is watched, and when it holds no process yet
   // (a launch script asks before the prover starts) it is read with its ancestors for the bounds.
@@ -219,6 +222,8 @@ void Agent::Impl::startSensors() {
   } else {
     tracked_ids_.clear();
   }
+  // The kernel log from the start of its ring: the kills of this boot the journal lacks.
+  sc.kmsg_from_start = cfg_.journal.enabled && cfg_.journal.catch_up != JournalCatchUp::kOff;
   // The sensors read the live kernel: a fixture root has none.
   if (!source_.fs->isLive()) {
     sc.bpf = false;
@@ -227,6 +232,12 @@ void Agent::Impl::startSensors() {
   sensors_ = Sensors::start(*source_.fs, sc, source_.collector->mounts());
   cuda_checked_.clear();  // Sensors::start logged each sensor's state
   api_.publishSensors(sensors_->status());
+}
+
+void Agent::Impl::sensorsStarted() {
+  std::optional<KernelLogStart> log;
+  if (auto k = sensors_->kernelLog()) log = KernelLogStart{k->from_start, k->ring_start, k->settled};
+  kills_.sensorsStarted(sensors_->takeOomEvents(), log, sensors_->status());
 }
 
 void Agent::Impl::addBudgetCgroup(RawSample& raw) const {
@@ -308,10 +319,15 @@ void Agent::Impl::readOomScoreAdj() {
 
 std::size_t Agent::Impl::consumeEvents() {
   std::size_t n = 0;
+  // How far the kernel log is handed over, read before what it handed over is taken.
+  const std::optional<Sensors::KernelLogPosition> log = sensors_->kernelLog();
+  // Durable at first sight; completed once the sources are joined and the names known.
+  for (const OomEvent& e : sensors_->takeStartedOoms()) kills_.begin(e, sensors_->status());
   for (const OomEvent& e : sensors_->takeOomEvents()) {
     ++n;
     kills_.take(e, sensors_->status());
   }
+  if (log) kills_.kernelLogSettled(log->settled);
   // Exits feed `headroom run`'s verdicts; the agent only keeps the rings drained.
   (void)sensors_->takeExitEvents();
   return n;
@@ -362,6 +378,7 @@ void Agent::Impl::reload() {
     counter_base_ = counters();
     sensors_.reset();  // detach before attaching again
     startSensors();
+    sensorsStarted();  // what the log holds that the journal lacks (a kill between the two sensors)
     ::malloc_trim(0);  // the BTF parsed to load them
   }
   ++self_.config_reloads_total;
@@ -492,6 +509,7 @@ Status Agent::Impl::run() {
   ::mallopt(M_ARENA_MAX, 1);
   setSelfReport();
   if (auto st = kills_.configure(killPathSettingsOf(cfg_), *names_, true); !st) return st.error();
+  sensorsStarted();  // the kills of this boot the journal lacks, before any new one
   api_.configure(apiSettingsOf(cfg_));
   auto server = HttpServer::start(cfg_.listen, api_.getRoutes(), api_.postRoutes(), cfg_.web);
   // A port in use (or not this machine's address), or certificates that cannot be used, are
@@ -566,6 +584,7 @@ Status Agent::Impl::run() {
   server_.reset();
   (void)consumeEvents();
   sensors_.reset();
+  kills_.stop();
   budget_.save("stopping");
   if (!kills_.drain(std::chrono::seconds(2)))
     spdlog::warn("events: records still waiting for their sinks at exit are lost to them (the journal has them)");

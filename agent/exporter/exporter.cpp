@@ -492,6 +492,11 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kJournalBytes, {}, num(self.journal_bytes));
   sink.add(kJournalPending, {}, num(self.journal_pending_records));
   sink.add(kJournalDropped, {}, num(self.journal_dropped_records_total));
+  for (const char* how : {"kernel_log", "in_flight", "counters"}) {
+    auto it = self.journal_found_after_total.find(how);
+    sink.add(kJournalFoundAfter, {how}, num(it != self.journal_found_after_total.end() ? it->second : 0));
+  }
+  sink.add(kJournalUnread, {}, num(self.journal_kernel_log_unread_records));
   for (const AgentSelf::EventSinkFigures& e : self.event_sinks) {
     sink.add(kEventsWritten, {e.sink}, num(e.written_total));
     sink.add(kEventsFailures, {e.sink}, num(e.failures_total));

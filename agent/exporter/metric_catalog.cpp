@@ -62,6 +62,17 @@ std::vector<MetricInfo> buildCatalog() {
        kC,
        {},
        "OOM records given up while waiting for the journal (more than the in-memory backlog's bounds)."},
+      {kJournalFoundAfter,
+       kC,
+       {"how"},
+       "OOM kills the agent did not see happen, found at its start and journaled: in the kernel's log "
+       "(kernel_log), left in flight by an agent that stopped (in_flight), or by a cgroup's OOM-kill counter "
+       "(counters)."},
+      {kJournalUnread,
+       kG,
+       {},
+       "Records of this boot's kernel log that left its ring before any agent read them: OOM kills among them "
+       "can be missing from the journal."},
       {kEventsWritten,
        kC,
        {"sink"},

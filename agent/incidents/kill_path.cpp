@@ -5,7 +5,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
+#include <utility>
+
 #include "headroom/incidents/kill_names.h"
+#include "headroom/incidents/known_kills.h"
+#include "headroom/sources/cgroup.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/units.h"
 
@@ -33,13 +39,16 @@ Status KillPath::configure(const KillPathSettings& s, WorkloadResolver& names, b
   roles_ = RoleMatcher(s.role_rules);
   top_per_role_ = s.top_per_role;
   board_.setCapacity(s.recent_ooms);
-  if (auto st = journal_.configure(s.journal); !st) {
+  catch_up_mode_ = s.journal.catch_up;
+  catch_up_.mode = s.journal.catch_up;
+  if (key_prefix_.empty()) key_prefix_ = fmt::format("{}", realtimeNs());
+  if (auto st = journal_.configure(s.journal, host_.boot_id); !st) {
     // An explicit journal that cannot be opened is a mistake to fix, not a journal to lose.
     if (starting && s.journal.path_given)
       return st.error().wrap(fmt::format("--journal / journal.path {}", s.journal.path)).as(ErrorKind::kBadInput);
     journalOff(st.error());
   }
-  board_.setJournal(journal_.state());
+  setBoardJournal();
   // The events file is opened again at every reload: a logrotate that moved it is followed.
   if (auto st = events_.configure(s.events); !st) {
     if (starting) return st.error().wrap(fmt::format("events.output {}", s.events.output)).as(ErrorKind::kBadInput);
@@ -56,32 +65,170 @@ void KillPath::sample(std::shared_ptr<const Snapshot> snap, std::optional<std::u
   std::map<std::string, std::uint64_t> self_by_cgroup;
   if (std::string bc = budget_.cgroup(); !bc.empty() && self_reported) self_by_cgroup[bc] = *self_reported;
   journal_.fly(*snap, self_by_cgroup);
-  // Against the last sample, before this one is kept.
-  for (const OomEvent& e : counted_.update(journal_.last().get(), *snap, namesOomVictims(sensors))) take(e, sensors);
+  // Against the last sample, before this one is kept. The counts go into the state before any
+  // kill they show is begun: a restart then does not count it again.
+  std::vector<OomEvent> counted = counted_.update(journal_.last().get(), *snap, namesOomVictims(sensors));
+  if (log_settled_) journal_.noteKernelLog(*log_settled_);
+  journal_.noteCounts(counted_.counts());
+  for (const OomEvent& e : counted) {
+    begin(e, sensors);
+    take(e, sensors);
+  }
   flush();  // a journal that failed is tried again each sample
   journal_.keep(std::move(snap));
+  setBoardJournal();  // what is in flight now
   board_.setEvents(events_.state());
 }
 
+std::string KillPath::keyOf(const OomEvent& e) const {
+  const char* source = e.from_counter ? "c" : "s";
+  return fmt::format("{}-{}{}-{}", key_prefix_, source, sensors_started_, e.id);
+}
+
+void KillPath::begin(const OomEvent& e, const std::vector<SensorStatus>& sensors) {
+  const std::string key = keyOf(e);
+  if (journal_.holds(e, key)) return;  // a report the last agent recorded, read again
+  journal_.begin(key, e, IncidentFacts{&budget_, self_reported_, sensors, host_, top_per_role_, {}});
+}
+
+bool KillPath::admitted(const OomEvent& e) const {
+  if (e.found_after == "counters") return true;  // primed only where the catch-up asks for it
+  const std::optional<JournalState>& prev = journal_.previous();
+  switch (catch_up_mode_) {
+    case JournalCatchUp::kOff: return false;
+    case JournalCatchUp::kBoot: return true;
+    case JournalCatchUp::kRestarts:
+      if (!prev) return false;                          // no agent ran here before: nothing to catch up with
+      if (prev->boot_id != host_.boot_id) return true;  // it ran in an earlier boot: all of this one
+      return !prev->kernel_log_seq || !e.kmsg_seq || *e.kmsg_seq >= *prev->kernel_log_seq;
+  }
+  return false;
+}
+
+void KillPath::sensorsStarted(std::vector<OomEvent> found, const std::optional<KernelLogStart>& log,
+                              const std::vector<SensorStatus>& sensors) {
+  ++sensors_started_;
+  const std::optional<JournalState>& prev = journal_.previous();
+  const bool same_boot = prev && !host_.boot_id.empty() && prev->boot_id == host_.boot_id;
+  const bool first = !std::exchange(started_, true);
+  if (first && log && log->from_start && log->ring_start && catch_up_mode_ != JournalCatchUp::kOff) {
+    // Sequence numbers start at 0 each boot: what the ring no longer holds, no agent read (but
+    // the last one, up to where its state says).
+    if (same_boot && prev->kernel_log_seq) {
+      catch_up_.unread_records =
+          *log->ring_start > *prev->kernel_log_seq ? *log->ring_start - *prev->kernel_log_seq : 0;
+    } else if (catch_up_mode_ == JournalCatchUp::kBoot || prev) {
+      catch_up_.unread_records = *log->ring_start;
+    }
+    if (catch_up_.unread_records > 0)
+      spdlog::error(
+          "kernel log: {} record(s) of this boot left the ring before any agent read them: OOM kills among them "
+          "are not in the journal{}",
+          catch_up_.unread_records, same_boot ? " (the cgroups' OOM-kill counters catch up on them)" : "");
+  }
+  // Each victim cgroup's kills the log shows since the last agent's read: the counters' rises
+  // less these are the kills the log lost.
+  std::map<std::string, std::uint64_t> logged;
+  for (const OomEvent& e : found) {
+    if (same_boot && (!prev->kernel_log_seq || (e.kmsg_seq && *e.kmsg_seq >= *prev->kernel_log_seq))) {
+      for (const OomVictim& v : e.victims)
+        if (!v.kill_skipped && !v.cgroup.empty()) ++logged[normaliseCgroupPath(v.cgroup)];
+    }
+  }
+  if (first) {
+    // Kills left in flight, each with the log's report of it where the ring holds one (whatever
+    // the catch-up asks: that kill is wanted).
+    recoverInFlight(found, sensors);
+    if (same_boot && catch_up_mode_ != JournalCatchUp::kOff)
+      counted_.prime(prev->oom_kill_counts, catch_up_.unread_records > 0, std::move(logged));
+  }
+  for (const OomEvent& e : found) {
+    if (!e.found_after.empty() && !admitted(e)) {
+      ++catch_up_.not_asked;
+      continue;
+    }
+    take(e, sensors);
+  }
+  // Read up to here: a restart before the first sample does not read it again.
+  if (log) {
+    log_settled_ = log->settled;
+    journal_.noteKernelLog(log->settled);
+    journal_.saveState();
+  }
+  setBoardJournal();
+}
+
+void KillPath::stop() {
+  if (log_settled_) journal_.noteKernelLog(*log_settled_);
+  journal_.saveState();
+}
+
+void KillPath::recoverInFlight(std::vector<OomEvent>& found, const std::vector<SensorStatus>& sensors) {
+  const std::map<std::string, nlohmann::json> in_flight = journal_.inFlight();  // a copy: written, they go
+  for (const auto& [key, rec] : in_flight) {
+    if (journal_.holdsRecord(rec)) {
+      journal_.forget(key);  // the record was written; the state not yet
+      ++catch_up_.already_journaled;
+      continue;
+    }
+    // The kernel's report of the same kill, when the log still holds it: one record of the two.
+    std::string boot = host_.boot_id;
+    if (const auto* h = rec.contains("host") ? &rec["host"] : nullptr; h != nullptr && h->is_object())
+      boot = h->value("boot_id", boot);
+    KnownKills one;
+    one.add(rec);
+    auto same = std::find_if(found.begin(), found.end(), [&](const OomEvent& e) { return one.holds(e, boot); });
+    std::optional<OomEvent> matched;
+    if (same != found.end()) {
+      matched = std::move(*same);
+      found.erase(same);
+    }
+    const IncidentFacts facts{nullptr, std::nullopt, sensors, host_, top_per_role_, {}};
+    auto id = journal_.recordInFlight(key, matched ? &*matched : nullptr, facts);
+    if (!id) continue;
+    ++catch_up_.found["in_flight"];
+    OomEvent e = matched ? *matched : oomEventFromJson(rec.value("event", nlohmann::json::object()));
+    e.found_after = "in_flight";
+    spdlog::warn("{} (found after the fact: an earlier agent stopped before recording it)", describeOom(e));
+    if (*id) spdlog::info("journal: OOM kill recorded as record {} in {}", **id, journal_.writer()->path());
+    publish(e, OomWorkloads{}, nullptr);
+  }
+}
+
 void KillPath::take(const OomEvent& e, const std::vector<SensorStatus>& sensors) {
-  const std::shared_ptr<const Snapshot> last = journal_.last();
+  const std::string key = keyOf(e);
+  if (journal_.holds(e, key)) {
+    journal_.forget(key);
+    if (!e.found_after.empty()) ++catch_up_.already_journaled;
+    return;
+  }
+  if (!e.found_after.empty()) ++catch_up_.found[e.found_after];
+  // Found after the fact: no sample of this agent's is of the moment of the kill.
+  const std::shared_ptr<const Snapshot> last = e.found_after.empty() ? journal_.last() : nullptr;
   // Names: what died, waiting a moment for an engine asked about a container the samples never
-  // saw (born and killed between two), so that the record, the metrics and /v1/ooms agree.
+  // saw (born and killed between two), so that the record, the metrics and /v1/ooms agree. Not
+  // for a kill found after the fact: what the engine knows now, at once (a ring of hundreds of
+  // old kills must not hold the agent's start for minutes).
+  const auto wait = e.found_after.empty() ? kKillNamesWait : std::chrono::milliseconds(0);
   const OomWorkloads workloads =
-      names_ != nullptr ? oomWorkloads(e, oomRecordCgroup(e, last.get()), *names_, kKillNamesWait) : OomWorkloads{};
-  spdlog::warn("{}", describeOom(e));
+      names_ != nullptr ? oomWorkloads(e, oomRecordCgroup(e, last.get()), *names_, wait) : OomWorkloads{};
+  if (e.found_after.empty())
+    spdlog::warn("{}", describeOom(e));
+  else
+    spdlog::warn("{} (found after the fact, in the {})", describeOom(e),
+                 e.found_after == "counters" ? "cgroup's OOM-kill counter" : "kernel's log");
   // Evidence and the durable record first: it holds the budget in force at the kill, before the
   // kill grows it.
-  record(e, IncidentFacts{&budget_, self_reported_, sensors, host_, top_per_role_, workloads});
+  record(e, IncidentFacts{&budget_, self_reported_, sensors, host_, top_per_role_, workloads}, key);
   publish(e, workloads, last.get());
 }
 
-void KillPath::record(const OomEvent& e, const IncidentFacts& facts) {
+void KillPath::record(const OomEvent& e, const IncidentFacts& facts, const std::string& key) {
   flush();  // records that wait go first, in the order of their kills
   const std::uint64_t dropped = journal_.dropped();
-  auto id = journal_.record(e, facts);
-  if (!id) return;                      // the journal is off: said when it was configured
-  board_.setJournal(journal_.state());  // before the log says it: a reader of both sees the same
+  auto id = journal_.record(e, facts, key);
+  if (!id) return;    // the journal is off: said when it was configured
+  setBoardJournal();  // before the log says it: a reader of both sees the same
   if (*id) {
     spdlog::info("journal: OOM kill recorded as record {} in {} (headroom report --id {})", **id,
                  journal_.writer()->path(), **id);
@@ -116,14 +263,17 @@ void KillPath::publish(const OomEvent& e, const OomWorkloads& workloads, const S
       exporter_.recordOomKill(e.counter_cgroup, nameOf(e.counter_cgroup), roles_.match(0, 0, "", "", e.counter_cgroup),
                               "unknown", when);
   }
-  if (budget_.onOomKill(e, last, roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
+  // A kill found after the fact teaches the budget only where the prover's cgroup is known: one
+  // of long ago, of a process the rules would call a prover, is not where the prover runs now.
+  const bool teaches = e.found_after.empty() || !budget_.cgroup().empty();
+  if (teaches && budget_.onOomKill(e, last, roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
   board_.addOom(e, workloads);
 }
 
 void KillPath::flush() {
   if (journal_.pending() == 0) return;
   const std::vector<IncidentJournal::Flushed> written = journal_.flush();
-  board_.setJournal(journal_.state());
+  setBoardJournal();
   for (const IncidentJournal::Flushed& f : written)
     spdlog::info(
         "journal: OOM kill of {} recorded as record {} in {} once the journal could take it (headroom report "
@@ -131,6 +281,23 @@ void KillPath::flush() {
         fmt::format("{:%FT%TZ}", fmt::gmtime(static_cast<std::time_t>(f.kill_wall_ns / 1'000'000'000))), f.id,
         journal_.writer()->path(), f.id);
   if (journal_.pending() == 0) once_.clear(kJournalWrite, "journal: writing works again; no record waits");
+}
+
+void KillPath::setBoardJournal() {
+  nlohmann::json j = journal_.state();
+  nlohmann::json found = nlohmann::json::object();
+  for (const char* how : {"kernel_log", "in_flight", "counters"}) {
+    auto it = catch_up_.found.find(how);
+    found[how] = it != catch_up_.found.end() ? it->second : 0;
+  }
+  constexpr std::array<const char*, 3> kModes = {"boot", "restarts", "off"};
+  j["catch_up"] = {{"mode", kModes[static_cast<std::size_t>(catch_up_.mode)]},
+                   {"found", std::move(found)},
+                   {"already_journaled", catch_up_.already_journaled},
+                   {"not_asked", catch_up_.not_asked},
+                   {"unread_records", catch_up_.unread_records},
+                   {"in_flight", journal_.inFlight().size()}};
+  board_.setJournal(std::move(j));
 }
 
 Workload KillPath::nameOf(const std::string& cgroup) const {
@@ -153,6 +320,8 @@ void KillPath::addFigures(AgentSelf& self) const {
   self.journal_write_failures_total = journal_.writeFailures();
   self.journal_pending_records = journal_.pending();
   self.journal_dropped_records_total = journal_.dropped();
+  self.journal_found_after_total = catch_up_.found;
+  self.journal_kernel_log_unread_records = catch_up_.unread_records;
   const EventSinkStats ev = events_.stats();
   self.event_sinks.clear();
   for (const EventSinkStats::Sink& s : ev.sinks) self.event_sinks.push_back({s.name, s.written, s.failures});

@@ -486,4 +486,24 @@ Result<JournalContents> readJournal(const std::string& path) {
   return out;
 }
 
+Status forEachJournalRecord(const std::string& path, const std::function<void(const nlohmann::json&)>& each) {
+  std::set<std::uint64_t> seen;
+  // <path>.1, then the file, one at a time: only one file's bytes and one record's document are
+  // held. (The caller holds the writer's lock: no rotation comes between the two reads.)
+  for (const std::string& name : {path + ".1", path}) {
+    auto text = readIfExists(name);
+    if (!text) return text.error();
+    if (!*text) continue;
+    ScanResult ignored;
+    scanLines(**text, ignored, [&](std::string_view body, std::uint64_t) -> const char* {
+      json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+      if (const char* why = notARecord(j)) return why;
+      if (auto id = idOf(j); id && !seen.insert(*id).second) return nullptr;
+      each(j);
+      return nullptr;
+    });
+  }
+  return ok();
+}
+
 }  // namespace headroom

@@ -111,4 +111,9 @@ std::vector<OomEvent> OomCounterWatch::update(const Snapshot* previous, const Sn
   return out;
 }
 
+void OomCounterWatch::prime(std::map<std::string, std::uint64_t> counts) {
+  last_ = std::move(counts);
+  primed_ = true;
+}
+
 }  // namespace headroom

@@ -1,5 +1,7 @@
 #include "headroom/model/snapshot_json.h"
 
+#include <type_traits>
+
 #include "headroom/model/at_kill.h"
 
 namespace headroom {
@@ -412,7 +414,9 @@ json toJson(const OomEvent& e) {
           {"reap_finish_ns", opt(e.reap_finish_ns)},
           {"at_kill", optJson(breakdownAtKill(e))},
           {"kernel_report", kernelReportJson(e)},
-          {"read_at_kill", readAtKillJson(e)}};
+          {"read_at_kill", readAtKillJson(e)},
+          {"kernel_log_seq", opt(e.kmsg_seq)},
+          {"found_after", e.found_after.empty() ? json(nullptr) : json(e.found_after)}};
 }
 
 json toJson(const OomEvent& e, const OomWorkloads& w) {
@@ -422,6 +426,91 @@ json toJson(const OomEvent& e, const OomWorkloads& w) {
   for (std::size_t i = 0; i < victims.size(); ++i)
     victims[i]["workload"] = toJson(i < w.victims.size() ? w.victims[i] : Workload{});
   return j;
+}
+
+namespace {
+
+// A value of the type asked for, or nothing.
+template <typename T>
+bool read(const json& v, T& into) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) return false;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) return false;
+  } else if constexpr (std::is_unsigned_v<T>) {
+    if (!v.is_number_unsigned()) return false;
+  } else {
+    if (!v.is_number_integer()) return false;
+  }
+  into = v.get<T>();
+  return true;
+}
+
+template <typename T>
+void take(const json& j, const char* key, T& into) {
+  if (auto it = j.find(key); it != j.end()) read(*it, into);
+}
+
+template <typename T>
+void take(const json& j, const char* key, std::optional<T>& into) {
+  T v{};
+  if (auto it = j.find(key); it != j.end() && read(*it, v)) into = v;
+}
+
+}  // namespace
+
+OomEvent oomEventFromJson(const json& event) {
+  OomEvent e;
+  if (!event.is_object()) return e;
+  take(event, "id", e.id);
+  take(event, "wall_time_ns", e.wall_time_ns);
+  take(event, "monotonic_time_ns", e.monotonic_time_ns);
+  if (auto v = event.find("victims"); v != event.end() && v->is_array()) {
+    for (const json& j : *v) {
+      if (!j.is_object()) continue;
+      OomVictim o;
+      take(j, "pid", o.pid);
+      take(j, "tgid", o.tgid);
+      take(j, "comm", o.comm);
+      take(j, "uid", o.uid);
+      take(j, "oom_score_adj", o.oom_score_adj);
+      take(j, "cgroup", o.cgroup);
+      take(j, "total_vm_bytes", o.total_vm);
+      take(j, "anon_rss_bytes", o.anon_rss);
+      take(j, "file_rss_bytes", o.file_rss);
+      take(j, "shmem_rss_bytes", o.shmem_rss);
+      take(j, "pgtables_bytes", o.pgtables);
+      take(j, "swap_bytes", o.swap);
+      take(j, "kill_skipped", o.kill_skipped);
+      take(j, "inferred", o.inferred);
+      e.victims.push_back(std::move(o));
+    }
+  }
+  if (auto t = event.find("trigger"); t != event.end() && t->is_object()) {
+    take(*t, "pid", e.trigger_pid);
+    take(*t, "tgid", e.trigger_tgid);
+    take(*t, "comm", e.trigger_comm);
+    take(*t, "cgroup", e.trigger_cgroup);
+  }
+  take(event, "constraint", e.constraint);
+  if (auto d = event.find("oom_domain"); d != event.end() && d->is_object()) {
+    take(*d, "cgroup", e.domain_cgroup);
+    take(*d, "global", e.global);
+    take(*d, "limit_bytes", e.domain_limit_bytes);
+    take(*d, "usage_bytes", e.domain_usage_bytes);
+  }
+  if (auto s = event.find("sources"); s != event.end() && s->is_object()) {
+    take(*s, "bpf", e.from_bpf);
+    take(*s, "kmsg", e.from_kmsg);
+    take(*s, "counter", e.from_counter);
+  }
+  if (auto c = event.find("counter"); c != event.end() && c->is_object()) {
+    take(*c, "cgroup", e.counter_cgroup);
+    take(*c, "kills", e.counted_kills);
+  }
+  take(event, "kernel_log_seq", e.kmsg_seq);
+  take(event, "found_after", e.found_after);
+  return e;
 }
 
 json toJson(const ExitEvent& e) {

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "headroom/sensors/oom_joiner.h"
 #include "headroom/sources/oom_log.h"
@@ -27,6 +28,14 @@ void merge(OomVictim& into, const OomVictim& from) {
 
 }  // namespace
 
+OomJoiner::Pending& OomJoiner::begin(std::int64_t ts_ns, std::int64_t now_ns) {
+  Pending& p = pending_.emplace_back();
+  p.event.id = next_id_++;
+  p.event.monotonic_time_ns = ts_ns;
+  p.first_seen_ns = now_ns;
+  return p;
+}
+
 OomJoiner::Pending* OomJoiner::findFor(pid_t victim, std::int64_t ts_ns) {
   for (auto& p : pending_) {
     if (std::llabs(p.event.monotonic_time_ns - ts_ns) > opts_.match_window_ns) continue;
@@ -47,12 +56,7 @@ void OomJoiner::addMark(const OomMark& m, std::int64_t now_ns) {
       }
     }
   }
-  if (p == nullptr) {
-    pending_.push_back(Pending{});
-    p = &pending_.back();
-    p->event.monotonic_time_ns = m.ts_ns;
-    p->first_seen_ns = now_ns;
-  }
+  if (p == nullptr) p = &begin(m.ts_ns, now_ns);
   OomEvent& e = p->event;
   e.from_bpf = true;
   if (e.trigger_pid == 0) {
@@ -86,15 +90,11 @@ void OomJoiner::addReport(const KernelOomReport& r, std::int64_t report_mono_ns,
       if (q.kmsg_incident != 0 && q.kmsg_incident == r.first_seq) p = &q;
     }
   }
-  if (p == nullptr) {
-    pending_.push_back(Pending{});
-    p = &pending_.back();
-    p->event.monotonic_time_ns = report_mono_ns;
-    p->first_seen_ns = now_ns;
-  }
+  if (p == nullptr) p = &begin(report_mono_ns, now_ns);
   OomEvent& e = p->event;
   e.from_kmsg = true;
   p->kmsg_incident = r.first_seq;
+  if (!e.kmsg_seq) e.kmsg_seq = r.first_seq;
   if (!r.oom_group || e.constraint.empty()) {
     e.constraint = r.constraint;
     e.domain_cgroup = r.oom_memcg;
@@ -155,13 +155,30 @@ std::vector<OomEvent> OomJoiner::takeReady(std::int64_t now_ns, std::int64_t wal
   };
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (ready(*it)) {
-      it->event.id = next_id_++;
       it->event.wall_time_ns = wall_now_ns;
       out.push_back(std::move(it->event));
       it = pending_.erase(it);
     } else {
       ++it;
     }
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> OomJoiner::untoldSince() const {
+  std::optional<std::uint64_t> since;
+  for (const Pending& p : pending_) {
+    if (p.started_told || p.kmsg_incident == 0) continue;
+    if (!since || p.kmsg_incident < *since) since = p.kmsg_incident;
+  }
+  return since;
+}
+
+std::vector<OomEvent> OomJoiner::takeStarted() {
+  std::vector<OomEvent> out;
+  for (Pending& p : pending_) {
+    if (std::exchange(p.started_told, true)) continue;
+    out.push_back(p.event);
   }
   return out;
 }

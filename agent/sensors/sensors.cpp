@@ -160,13 +160,49 @@ void Sensors::Impl::startKmsg() {
     set(SensorId::kKmsg, SensorState::kOff, "switched off in the configuration");
     return;
   }
-  auto r = KmsgReader::open(*fs, false);
+  auto r = KmsgReader::open(*fs, cfg.kmsg_from_start);
   if (!r) {
     set(SensorId::kKmsg, SensorState::kDegraded, r.error().describe());
     return;
   }
   kmsg.emplace(std::move(*r));
-  set(SensorId::kKmsg, SensorState::kActive, fs->display("/dev/kmsg"));
+  set(SensorId::kKmsg, SensorState::kActive,
+      fs->display("/dev/kmsg") + (cfg.kmsg_from_start ? " (read from the start of its ring)" : ""));
+}
+
+void Sensors::Impl::readRingAtStart() {
+  // What the ring holds now: the reports of kills the agent did not see, each as the kernel
+  // printed it. (BPF's mark of a kill during this start, whose report is read here, comes as a
+  // live incident of its own: the journal knows it by its victim and time, and keeps one.) A
+  // report still being written when the read ends is finished by the live reads.
+  OomJoiner found(OomJoiner::Options{.expect_bpf = false, .expect_kmsg = true, .settle_ns = 0, .max_wait_ns = 0});
+  const std::int64_t now = monotonicNs(), wall = realtimeNs();
+  for (const auto& rec : kmsg->readAvailable()) {
+    for (const LogLine& line : logLines(rec)) {
+      for (auto& report : kmsg_parser.feed(line))
+        found.addReport(report, static_cast<std::int64_t>(report.ts_us) * 1000, now);
+    }
+  }
+  log_start = kmsg->firstSeq();
+  for (OomEvent& e : found.takeReady(now, wall)) {
+    e.id = 0;  // numbered with the live ones, below
+    e.found_after = "kernel_log";
+    e.wall_time_ns = wall - (now - e.monotonic_time_ns);  // the kernel log's clock is CLOCK_MONOTONIC
+    found_at_start.push_back(std::move(e));
+  }
+}
+
+void Sensors::Impl::onReport(const KernelOomReport& report, std::int64_t now) {
+  // Without BPF's mark the report is the first word of the kill: the files are read now.
+  std::vector<CgroupMemory> read;
+  std::int64_t read_ns = 0;
+  if (status(SensorId::kOom).state != SensorState::kActive && hierarchy) {
+    read_ns = monotonicNs();
+    std::string where = report.task_memcg ? *report.task_memcg : report.oom_memcg.value_or("");
+    if (auto rel = hierarchy->toMountRelative(where)) read = readAtKill(*rel);
+  }
+  // The kernel log's clock is the monotonic clock in microseconds.
+  joiner.addReport(report, static_cast<std::int64_t>(report.ts_us) * 1000, now, std::move(read), read_ns);
 }
 
 void Sensors::Impl::startTasks() {
@@ -216,6 +252,7 @@ std::unique_ptr<Sensors> Sensors::start(const FsRoot& fs, const SensorsConfig& c
   jo.expect_bpf = impl->status(SensorId::kOom).state == SensorState::kActive;
   jo.expect_kmsg = impl->status(SensorId::kKmsg).state == SensorState::kActive;
   impl->joiner = OomJoiner(jo);
+  if (impl->kmsg && cfg.kmsg_from_start) impl->readRingAtStart();  // into the joiner just made
   if (impl->cgroups) impl->cgroups->rebuild();
   return std::unique_ptr<Sensors>(new Sensors(std::move(impl)));
 }
@@ -278,25 +315,43 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
   if (m.kmsg) {
     for (const auto& rec : m.kmsg->readAvailable()) {
       for (const LogLine& line : logLines(rec)) {
-        for (auto& report : m.kmsg_parser.feed(line)) {
-          // Without BPF's mark the report is the first word of the kill: the files are read now.
-          std::vector<CgroupMemory> read;
-          std::int64_t read_ns = 0;
-          if (m.status(SensorId::kOom).state != SensorState::kActive && m.hierarchy) {
-            read_ns = monotonicNs();
-            std::string where = report.task_memcg ? *report.task_memcg : report.oom_memcg.value_or("");
-            if (auto rel = m.hierarchy->toMountRelative(where)) read = m.readAtKill(*rel);
-          }
-          // The kernel log's clock is the monotonic clock in microseconds.
-          m.joiner.addReport(report, static_cast<std::int64_t>(report.ts_us) * 1000, now, std::move(read), read_ns);
-        }
+        for (auto& report : m.kmsg_parser.feed(line)) m.onReport(report, now);
       }
     }
   }
+  // Begun before they are ready (an incident can be both in one poll): told in that order.
+  for (auto& e : m.joiner.takeStarted()) m.started.push_back(std::move(e));
   for (auto& e : m.joiner.takeReady(now, realtimeNs())) m.ooms.push_back(std::move(e));
 }
 
-std::vector<OomEvent> Sensors::takeOomEvents() { return std::exchange(impl_->ooms, {}); }
+std::vector<OomEvent> Sensors::takeOomEvents() {
+  Impl& m = *impl_;
+  // The kills the start's read found come first, once. The joiner numbers the live ones from 1:
+  // these take ids from the far end, which it never reaches.
+  std::vector<OomEvent> out = std::exchange(m.found_at_start, {});
+  for (OomEvent& e : out) e.id = (std::uint64_t{1} << 62) + ++m.found_told;
+  for (OomEvent& e : m.ooms) out.push_back(std::move(e));
+  m.ooms.clear();
+  return out;
+}
+
+std::vector<OomEvent> Sensors::takeStartedOoms() { return std::exchange(impl_->started, {}); }
+
+std::optional<Sensors::KernelLogPosition> Sensors::kernelLog() const {
+  const Impl& m = *impl_;
+  if (!m.kmsg) return std::nullopt;
+  KernelLogPosition p;
+  p.from_start = m.cfg.kmsg_from_start;
+  p.ring_start = m.log_start;
+  p.settled = m.kmsg->nextSeq().value_or(m.log_start.value_or(0));
+  // Not before what is still being read, nor what the agent was not given yet.
+  if (auto open = m.kmsg_parser.openSince()) p.settled = std::min(p.settled, *open);
+  if (auto untold = m.joiner.untoldSince()) p.settled = std::min(p.settled, *untold);
+  for (const OomEvent& e : m.started) {
+    if (e.kmsg_seq) p.settled = std::min(p.settled, *e.kmsg_seq);
+  }
+  return p;
+}
 std::vector<ExitEvent> Sensors::takeExitEvents() {
   impl_->releaseHeld(monotonicNs());
   return std::exchange(impl_->exits, {});

@@ -72,15 +72,18 @@ std::vector<KmsgRecord> KmsgReader::readAvailable() {
     ssize_t n = ::read(fd_.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EPIPE) {  // overwritten before we read it: counted, and reading goes on
-        ++lost_;
-        continue;
-      }
+      // Overwritten before we read it: reading goes on at the oldest record left, and the gap in
+      // the sequence numbers counts what was lost.
+      if (errno == EPIPE) continue;
       break;  // EAGAIN: nothing more now
     }
     if (n == 0) break;
     auto rec = parseKmsgRecord(std::string_view(buf, static_cast<std::size_t>(n)));
-    if (rec) out.push_back(std::move(*rec));
+    if (!rec) continue;
+    if (next_seq_ && rec->seq > *next_seq_) lost_ += rec->seq - *next_seq_;
+    if (!first_seq_) first_seq_ = rec->seq;
+    next_seq_ = rec->seq + 1;
+    out.push_back(std::move(*rec));
   }
   return out;
 }

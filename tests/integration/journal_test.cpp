@@ -1,8 +1,9 @@
 // The OOM journal as an engineer meets it: the real agent records a real OOM kill of a
 // workload with a known mix (anon, shmem, page tables, an mlock'd pool) with its breakdown and
 // what grew before it; `headroom report` tells it and draws it; the agent killed with SIGKILL
-// inside a journal write leaves a torn record that the restarted agent sets aside before it
-// keeps appending; an unwritable journal is off, said, and the agent keeps running.
+// inside a journal write leaves a torn record that the restarted agent sets aside, records the
+// kill that was in flight, and keeps appending; an unwritable journal is off, said, and the agent
+// keeps running.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -25,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "headroom/journal/journal.h"
 #include "headroom/util/units.h"
 #include "testing/cgroup_sandbox.h"
 #include "testing/child_process.h"
@@ -368,11 +370,17 @@ TEST(Journal, AfterASigkillMidWriteTheRestartedAgentSetsTheTornRecordAsideAndKee
       std::regex_search(log, aside, std::regex("a torn last record \\(a crash mid-write\\) was set aside in (\\S+)")))
       << log;
   EXPECT_EQ(testing::fileText(aside[1].str()), cut_frame) << "the torn tail, byte for byte";
-  kill(again, "OOM kill recorded as record 2");
+  // The kill whose record was cut was in flight: the restarted agent records it first.
+  ASSERT_TRUE(again.waitLog("OOM kill recorded as record 2")) << again.logText();
+  kill(again, "OOM kill recorded as record 3");
   auto list = reportJson(journal, {"--list"});
-  ASSERT_EQ(list.size(), 2u);
+  ASSERT_EQ(list.size(), 3u);
   EXPECT_EQ(list[0]["id"], 1);
   EXPECT_EQ(list[1]["id"], 2);
+  EXPECT_EQ(list[2]["id"], 3);
+  auto recovered = readJournal(journal);
+  ASSERT_TRUE(recovered && recovered->records.size() == 3u);
+  EXPECT_EQ(recovered->records[1]["found_after"]["how"], "in_flight") << recovered->records[1].dump();
   std::size_t torn = 0;
   for (const auto& e : std::filesystem::directory_iterator(tmp.path))
     torn += e.path().filename().string().rfind("oom.hrj.torn-", 0) == 0;

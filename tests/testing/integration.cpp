@@ -114,8 +114,16 @@ ChildProcess spawnReady(const std::vector<std::string>& args, const std::string&
   return std::move(*c);
 }
 
+namespace {
+AgentProcess::Options withEnv(std::map<std::string, std::string> env) {
+  AgentProcess::Options o;
+  o.env = std::move(env);
+  return o;
+}
+}  // namespace
+
 AgentProcess::AgentProcess(std::vector<std::string> args, std::map<std::string, std::string> env)
-    : AgentProcess(std::move(args), Options{std::move(env), {}, true, {}, {}, {}}) {}
+    : AgentProcess(std::move(args), withEnv(std::move(env))) {}
 
 AgentProcess::AgentProcess(std::vector<std::string> args, Options options) {
   std::string envs;
@@ -132,6 +140,8 @@ AgentProcess::AgentProcess(std::vector<std::string> args, Options options) {
     state_file_ = fmt::format("/tmp/headroom-agent-test-{}-{}.json", ::getpid(), n++);
     argv.insert(argv.end(), {"--budget.state-file", state_file_});
   }
+  if (!options.catch_up.empty() && std::find(args.begin(), args.end(), "--journal.catch-up") == args.end())
+    argv.insert(argv.end(), {"--journal.catch-up", options.catch_up});
   auto c = ChildProcess::spawn(argv, options.cgroup_procs);
   if (!c) throw std::runtime_error(c.error().describe());
   child_.emplace(std::move(*c));

@@ -85,6 +85,10 @@ class AgentProcess {
     // with it), never /var/lib/headroom, unless the args give --budget.state-file. Off for a
     // test whose --config names its own state file.
     bool own_state_file = true;
+    // The kills of this boot found at start (journal.catch_up): the host's kernel log holds every
+    // earlier test's, which a test's fresh journal is not about. "restarts" (only those since
+    // this journal's last agent) unless the args say, or "" for the agent's default.
+    std::string catch_up = "restarts";
     std::string cgroup_procs;  // a cgroup.procs file: the agent runs in that cgroup from its start
     // Runs the agent's shell through this ({"unshare", "-m", ...}), and these shell commands in
     // it before the agent is exec'd (a mount namespace set up, a journald started).

@@ -23,12 +23,17 @@
 namespace headroom {
 
 // [journal]: the durable record of every OOM kill (docs/journal.md).
+// At start, the kills the journal lacks (docs/journal.md, "Kills found after the fact"): every
+// one of this boot in the kernel's log (boot), only those since the last agent's state beside
+// the journal (restarts), or none (off).
+enum class JournalCatchUp { kBoot, kRestarts, kOff };
 struct JournalConfig {
   bool enabled = true;
   std::string path = "/var/lib/headroom/oom-journal.hrj";  // a directory: <path>/oom-journal.hrj
   bool path_given = false;                // journal.path or --journal given: not opening it at start is an error
   std::uint64_t max_bytes = 64ULL << 20;  // beyond: rotated to <path>.1
   std::chrono::milliseconds flight_window{60000};  // the flight recorder's last seconds per cgroup
+  JournalCatchUp catch_up = JournalCatchUp::kBoot;
 
   bool operator==(const JournalConfig&) const = default;
 };

@@ -68,6 +68,11 @@ struct AgentSelf {
   std::uint64_t journal_bytes = 0;
   std::uint64_t journal_pending_records = 0;        // records the journal could not take yet, kept in memory
   std::uint64_t journal_dropped_records_total = 0;  // waiting records given up (over the backlog's bounds)
+  // Kills the agent did not see happen, found at its start (docs/journal.md, "Kills found after
+  // the fact"): by how ("kernel_log", "in_flight", "counters"), and the kernel log's records of
+  // this boot gone before any agent read them.
+  std::map<std::string, std::uint64_t> journal_found_after_total;
+  std::uint64_t journal_kernel_log_unread_records = 0;
   // The events sent off the machine (docs/events.md): per sink ("file", "stdout", "journald").
   struct EventSinkFigures {
     std::string sink;

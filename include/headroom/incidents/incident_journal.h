@@ -1,7 +1,7 @@
 // The durable record of each OOM kill, the fourth hop of a kill's path: the journal's record,
 // made of the kill, the samples read whole before it and the flight recorder's last minute, kept
-// in memory while the journal cannot take it. And the kills only the cgroups' own counters show,
-// where no kernel source (BPF, /dev/kmsg) is there to name them: a signal of their own.
+// in memory while the journal cannot take it, and the state beside it that lets the next agent
+// find what this one did not record (kills in flight, how far it read the kernel log).
 #pragma once
 
 #include <cstdint>
@@ -16,10 +16,11 @@
 
 #include "headroom/config/config.h"
 #include "headroom/controller/prover_budget.h"
+#include "headroom/incidents/known_kills.h"
 #include "headroom/journal/flight_recorder.h"
 #include "headroom/journal/journal.h"
+#include "headroom/journal/journal_state.h"
 #include "headroom/journal/oom_record.h"
-#include "headroom/model/oom_counter.h"
 #include "headroom/model/snapshot.h"
 #include "headroom/sensors/oom_event.h"
 #include "headroom/util/logging.h"
@@ -49,8 +50,10 @@ class IncidentJournal {
 
   // Opens (again) as the config says; a journal that cannot open is off, and the error says why
   // (the caller says it once: the agent's start refuses an explicit path, a reload runs on).
-  // Records waiting in memory stay, for the journal the config names now.
-  Status configure(const JournalConfig& cfg);
+  // Records waiting in memory stay, for the journal the config names now. At each opening the
+  // kills the journal holds are read (what a kill found after the fact is looked up in), and the
+  // state beside it (journal/journal_state.h); `boot_id`: this boot's.
+  Status configure(const JournalConfig& cfg, const std::string& boot_id);
   // {"state": "on" | "degraded" | "off", "path", "reason" (degraded, off), "pending_records",
   // "dropped_records"}, for /healthz. Degraded: open, but the last write failed and records wait.
   nlohmann::json state() const;
@@ -69,7 +72,37 @@ class IncidentJournal {
   // flight recorder's points up to the kill. Returns the record's id, or why it was not written
   // (then it waits in memory for flush(), behind any that wait already); nullopt when the
   // journal is off.
-  std::optional<Result<std::uint64_t>> record(const OomEvent& e, const IncidentFacts& facts);
+  // `key`: the incident's in flight (begin()), dropped from the state once the record is
+  // written. A kill found after the fact (e.found_after) has no sample, flight or budget of its
+  // own: the kernel's figures only.
+  std::optional<Result<std::uint64_t>> record(const OomEvent& e, const IncidentFacts& facts,
+                                              const std::string& key = {});
+  // A record an earlier agent left in flight, written as it stands, marked found after the fact
+  // ("in_flight"; with `found`, the kernel log's report of the same kill, its event replacing the
+  // record's first word).
+  std::optional<Result<std::uint64_t>> recordInFlight(const std::string& key, const OomEvent* found,
+                                                      const IncidentFacts& facts);
+
+  // ---- across restarts (docs/journal.md, "Kills found after the fact") ----
+  // The state the last agent left beside this journal (nullopt: none, or unreadable: said).
+  const std::optional<JournalState>& previous() const { return previous_; }
+  // The incidents in flight, by key (an earlier agent's, until written or forgotten).
+  const std::map<std::string, nlohmann::json>& inFlight() const { return state_.in_flight; }
+  // Whether the journal holds `e` already (or a record of it waits in memory), or the record made
+  // from the incident in flight under `key`.
+  bool holds(const OomEvent& e, const std::string& key = {}) const;
+  bool holdsRecord(const nlohmann::json& record) const;  // an in-flight record's kill
+  // An incident first seen: its record as far as it goes, kept in the state file under `key`
+  // until record() writes it, so that a stop before then loses nothing.
+  void begin(const std::string& key, const OomEvent& e, const IncidentFacts& facts);
+  void forget(const std::string& key);  // the journal held it already
+  // Each sample: where every earlier report of the kernel log has been handed out, and each
+  // sampled cgroup's OOM-kill count. Kept in the state: written with each incident, else at
+  // most every kStateSaveNs when changed.
+  void noteKernelLog(std::uint64_t seq);
+  void noteCounts(const std::map<std::string, std::uint64_t>& counts);
+  void saveState();  // now, when it changed (at stop)
+  static constexpr std::int64_t kStateSaveNs = 10'000'000'000;
 
   // Writes the records waiting in memory, oldest first, until one fails.
   struct Flushed {
@@ -92,11 +125,19 @@ class IncidentJournal {
     nlohmann::json record;
     std::int64_t kill_wall_ns = 0;
     std::size_t bytes = 0;
+    std::string key;  // in flight under it until written
   };
-  // Appends, or keeps the record waiting when the journal fails.
-  Result<std::uint64_t> write(nlohmann::json record, std::int64_t kill_wall_ns);
+  struct Built {
+    nlohmann::json record;
+    std::int64_t kill_wall_ns = 0;
+  };
+  Built build(const OomEvent& e, const IncidentFacts& facts) const;
+  // Appends, or keeps the record waiting when the journal fails (in flight under `key` then).
+  Result<std::uint64_t> write(nlohmann::json record, std::int64_t kill_wall_ns, const std::string& key);
   void wait(Pending p, const Error& why);
-  void written(nlohmann::json record, std::uint64_t id);
+  void written(nlohmann::json record, std::uint64_t id, const std::string& key);
+  void load();  // the journal's kills and the state beside it, at an opening
+  void writeState(bool now);
 
   JournalConfig cfg_;
   bool configured_ = false;
@@ -113,21 +154,14 @@ class IncidentJournal {
   std::uint64_t write_failures_ = 0;
   std::string failing_;
   std::function<void(const nlohmann::json&)> on_written_;
-};
-
-// OOM kills from the cgroups' counters, where no kernel source names them: each rise of a
-// cgroup's oom_kill between two samples is an incident (from_counter), its victims inferred from
-// the processes gone. Said once that this is all there is.
-class CountedOoms {
- public:
-  // `kernel_source`: BPF's mark_victim or /dev/kmsg is active; then the counters only move their
-  // baseline and nothing is returned.
-  std::vector<OomEvent> update(const Snapshot* previous, const Snapshot& now, bool kernel_source);
-
- private:
-  OomCounterWatch watch_;
+  std::string boot_id_;
+  KnownKills known_;
+  std::optional<JournalState> previous_;
+  JournalState state_;
+  std::string state_path_;  // "" while the journal is off
+  bool state_dirty_ = false;
+  std::int64_t state_saved_ns_ = 0;
   WarnOnce once_;
-  std::uint64_t ids_ = 0;
 };
 
 }  // namespace headroom

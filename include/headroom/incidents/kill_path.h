@@ -7,13 +7,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "headroom/config/config.h"
 #include "headroom/controller/prover_budget.h"
 #include "headroom/exporter/exporter.h"
+#include "headroom/incidents/counted_ooms.h"
 #include "headroom/incidents/event_sink.h"
 #include "headroom/incidents/incident_journal.h"
 #include "headroom/incidents/kill_board.h"
@@ -33,6 +36,23 @@ struct KillPathSettings {
   std::size_t recent_ooms = 256;     // kills kept for /v1/ooms
   std::size_t top_per_role = 10;     // processes per role in a record
   std::vector<RoleRule> role_rules;  // a victim's role, when no sample saw it
+};
+
+// Where the agent's reading of the kernel log began (the sensors' /dev/kmsg, when there is one).
+struct KernelLogStart {
+  bool from_start = false;                  // read from the start of its ring
+  std::optional<std::uint64_t> ring_start;  // the oldest record the ring held then
+  std::uint64_t settled = 0;                // Sensors::KernelLogPosition::settled
+};
+
+// What the start found of the kills no agent saw happen (docs/journal.md, "Kills found after the
+// fact"): for /healthz and /metrics.
+struct CatchUpFigures {
+  JournalCatchUp mode = JournalCatchUp::kBoot;
+  std::map<std::string, std::uint64_t> found;  // journaled, by how: kernel_log, in_flight, counters
+  std::uint64_t already_journaled = 0;         // found, and the journal held them
+  std::uint64_t not_asked = 0;                 // found before the last agent's state (journal.catch_up = restarts)
+  std::uint64_t unread_records = 0;            // of this boot's kernel log, gone before any agent read them
 };
 
 class KillPath {
@@ -56,8 +76,23 @@ class KillPath {
   void sample(std::shared_ptr<const Snapshot> snap, std::optional<std::uint64_t> self_reported,
               const std::vector<SensorStatus>& sensors);
   // One incident the sensors joined (BPF's mark and the kernel's report): named, recorded and
-  // published.
+  // published. One the journal holds already (found again after the fact) is passed over.
   void take(const OomEvent& e, const std::vector<SensorStatus>& sensors);
+  // An incident first seen, before the sensors wait for the rest of it: its record as far as it
+  // goes made durable (the state beside the journal), so that a stop before take() loses nothing.
+  void begin(const OomEvent& e, const std::vector<SensorStatus>& sensors);
+  // Each time the sensors start (the agent's start, a reload that restarts them), after
+  // configure(): the kills their first read of the kernel log found (OomEvent::found_after), and
+  // where it began. At the agent's start, also the kills an earlier agent left in flight, and the
+  // counters' catch-up from its last sample.
+  void sensorsStarted(std::vector<OomEvent> found, const std::optional<KernelLogStart>& log,
+                      const std::vector<SensorStatus>& sensors);
+  // Where every earlier report of the kernel log has been handed over (to begin() or take()):
+  // kept in the state beside the journal, for journal.catch_up = restarts.
+  void kernelLogSettled(std::uint64_t seq) { log_settled_ = seq; }
+  // At the agent's stop: the state beside the journal written.
+  void stop();
+  const CatchUpFigures& catchUp() const { return catch_up_; }
 
   const KillBoard& board() const { return board_; }
   // The journal's and the events' figures, for /metrics.
@@ -66,7 +101,11 @@ class KillPath {
   bool drain(std::chrono::milliseconds limit) { return events_.drain(limit); }
 
  private:
-  void record(const OomEvent& e, const IncidentFacts& facts);
+  void record(const OomEvent& e, const IncidentFacts& facts, const std::string& key);
+  std::string keyOf(const OomEvent& e) const;  // the incident's while in flight
+  bool admitted(const OomEvent& e) const;      // a kill found after the fact: journal.catch_up asks for it
+  void recoverInFlight(std::vector<OomEvent>& found, const std::vector<SensorStatus>& sensors);
+  void setBoardJournal();
   void publish(const OomEvent& e, const OomWorkloads& workloads, const Snapshot* last);
   void flush();  // the records that wait, in the order of their kills
   Workload nameOf(const std::string& cgroup) const;
@@ -83,6 +122,12 @@ class KillPath {
   WorkloadResolver* names_ = nullptr;
   std::optional<std::uint64_t> self_reported_;  // the prover's word at the last sample
   WarnOnce once_;
+  JournalCatchUp catch_up_mode_ = JournalCatchUp::kBoot;
+  CatchUpFigures catch_up_;
+  bool started_ = false;                      // the agent's start is caught up
+  std::string key_prefix_;                    // this agent's, and the sensors' start
+  std::uint64_t sensors_started_ = 0;         // how often they started
+  std::optional<std::uint64_t> log_settled_;  // kernelLogSettled()
 };
 
 }  // namespace headroom

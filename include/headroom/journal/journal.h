@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -110,5 +111,9 @@ struct JournalContents {
 // error naming it). Never modifies anything: safe on a copy from another machine, and on a
 // journal being written (a rotation between the two reads yields no record twice).
 Result<JournalContents> readJournal(const std::string& path);
+// Each intact record of the rotated file and then the file, one at a time (a journal of 64 MiB is
+// never held as documents all at once), for the writer's owner at its opening: no rotation may
+// come between the two reads. Damage is skipped; an unreadable file is an error naming it.
+Status forEachJournalRecord(const std::string& path, const std::function<void(const nlohmann::json&)>& each);
 
 }  // namespace headroom

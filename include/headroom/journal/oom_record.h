@@ -18,6 +18,7 @@ namespace headroom {
 
 struct HostIdentity {
   std::string hostname, kernel, agent_version;
+  std::string boot_id;  // /proc/sys/kernel/random/boot_id ("" where unreadable)
 };
 // The cgroup a record is about, normalised like snapshot paths: the OOM domain when the kernel
 // named one, else the (first) victim's cgroup, else the trigger's. With the last sample: the
@@ -38,15 +39,17 @@ struct RecordContext {
   std::vector<SensorStatus> sensors;               // empty: the last sample's
   HostIdentity host;
   std::size_t top_per_role = 10;
-  std::int64_t kill_wall_ns = 0;  // the kill on the wall clock (0: the event's time)
-  OomWorkloads workloads;         // of `cgroup` and of each victim's (empty: from the paths alone)
+  std::int64_t kill_wall_ns = 0;   // the kill on the wall clock (0: the event's time)
+  OomWorkloads workloads;          // of `cgroup` and of each victim's (empty: from the paths alone)
+  std::int64_t found_wall_ns = 0;  // a kill found after the fact (event->found_after): when it was found
 };
 // The record's JSON (schema in docs/journal.md): version, time, at_kill (the OOM domain's
 // breakdown at the kill: the primary one), event (with the kernel's task dump and report), cgroup
 // (memory, attribution, bounds at the last sample: before the kill), processes (top per role with
 // RSS/PSS parts, page tables, pinned, device), largest_cgroups (a global OOM: the last sample's
 // largest), budget, self_reported vs charged, sensors, host, flight (the recorder's points, the
-// kill itself the last when the breakdown is of the flight's cgroup).
+// kill itself the last when the breakdown is of the flight's cgroup), found_after (how and when a
+// kill the agent did not see happen was found; null for one seen live).
 nlohmann::json makeOomRecord(const RecordContext& ctx);
 
 }  // namespace headroom

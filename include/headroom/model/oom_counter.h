@@ -26,6 +26,12 @@ std::optional<std::uint64_t> localOomKills(const CgroupMemory& cg);
 class OomCounterWatch {
  public:
   std::vector<OomEvent> update(const Snapshot* previous, const Snapshot& now);
+  // Starts from counts an earlier agent saw (JournalState::oom_kill_counts, of this boot) instead
+  // of the first sample's: the next update tells the rises since; a cgroup it did not list (not
+  // sampled then) starts from its count. Before the first update only.
+  void prime(std::map<std::string, std::uint64_t> counts);
+  // Each sampled cgroup's count at the last update (0s included).
+  const std::map<std::string, std::uint64_t>& counts() const { return last_; }
 
  private:
   struct Deferred {

@@ -32,5 +32,9 @@ nlohmann::json toJson(const Workload& w);
 Workload workloadFromJson(const nlohmann::json& j);
 // toJson(e) with "workload" (the cgroup's) and each victim's "workload".
 nlohmann::json toJson(const OomEvent& e, const OomWorkloads& w);
+// The incident back from toJson's event (a journal record's "event"): who was killed where, by
+// what, on what clocks, from which sources; the task dump and the kernel's report stay in the
+// JSON. Fields missing or of another type are left as a new OomEvent has them.
+OomEvent oomEventFromJson(const nlohmann::json& event);
 
 }  // namespace headroom

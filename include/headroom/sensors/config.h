@@ -15,6 +15,9 @@ namespace headroom {
 struct SensorsConfig {
   bool bpf = true;  // false (--no-bpf): /dev/kmsg and cgroup files only
   bool kmsg = true;
+  // The kernel log read from the start of its ring: the reports already in it come out as
+  // incidents found after the fact (OomEvent::found_after "kernel_log"), each once.
+  bool kmsg_from_start = false;
   bool tasks = true;  // every process in one pass of the task iterator (the collector's source)
   bool faults = true, mmap = true, rss = true, cuda = true;
   // Memory cgroup ids (directory inode numbers) to track; nullopt: every cgroup.

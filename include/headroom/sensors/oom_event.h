@@ -48,6 +48,13 @@ struct OomEvent {
   // nearest first. read_at_kill_ns: CLOCK_MONOTONIC when the read began.
   std::vector<CgroupMemory> read_at_kill;
   std::int64_t read_at_kill_ns = 0;
+  // The sequence number of the kernel report's first record in /dev/kmsg (with the boot id, what
+  // names this kill for good: the journal never holds one twice).
+  std::optional<std::uint64_t> kmsg_seq;
+  // How a kill the agent did not see happen was found: "" (seen live), "kernel_log" (in the
+  // kernel's log read from its start), "in_flight" (seen by an agent that stopped before its
+  // record was written), "counters" (a cgroup's OOM-kill counter rose while no agent ran).
+  std::string found_after;
 
   const OomVictim* victim(pid_t tgid) const;
 };

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,11 @@ class OomJoiner {
   void addReap(pid_t pid, bool finished, std::int64_t ts_ns);
   // Incidents ready to be told.
   std::vector<OomEvent> takeReady(std::int64_t now_ns, std::int64_t wall_now_ns);
+  // Incidents begun since the last call, as first seen (each once, its id the one takeReady
+  // gives it later): what the agent makes durable before it waits for the rest.
+  std::vector<OomEvent> takeStarted();
+  // The first kernel log sequence number of the incidents takeStarted() has not given yet.
+  std::optional<std::uint64_t> untoldSince() const;
   std::size_t pending() const { return pending_.size(); }
 
  private:
@@ -57,7 +63,9 @@ class OomJoiner {
     std::uint64_t kmsg_incident = 0;  // first_seq of its kernel report, 0 if none yet
     std::int64_t first_seen_ns = 0, last_update_ns = 0;
     std::vector<pid_t> marked, reported;  // victims seen by each source
+    bool started_told = false;            // takeStarted() gave it
   };
+  Pending& begin(std::int64_t ts_ns, std::int64_t now_ns);
   Pending* findFor(pid_t victim, std::int64_t ts_ns);
   Options opts_;
   std::vector<Pending> pending_;

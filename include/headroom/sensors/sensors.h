@@ -40,8 +40,21 @@ class Sensors {
   // Consumes what the rings and /dev/kmsg hold, waiting up to timeout_ms (-1: no limit) for the
   // first record, or until `wake_fd` (an eventfd, when given) is written to; it is drained.
   void poll(int timeout_ms, int wake_fd = -1);
+  // Incidents ready to be told; the first call gives the kills the start's read of the ring
+  // found (kmsg_from_start: found_after "kernel_log") before any other.
   std::vector<OomEvent> takeOomEvents();
   std::vector<ExitEvent> takeExitEvents();
+  // Incidents first seen since the last call, before their sources are joined (each once, its
+  // id the one takeOomEvents() gives it later): what the agent makes durable before it waits.
+  std::vector<OomEvent> takeStartedOoms();
+  // The kernel log's sequence numbers (nullopt without /dev/kmsg).
+  struct KernelLogPosition {
+    std::optional<std::uint64_t> ring_start;  // the oldest record the ring held at the first read
+    bool from_start = false;                  // that read began at the ring's start
+    // Every report whose first record comes before this has been handed out (started or ready).
+    std::uint64_t settled = 0;
+  };
+  std::optional<KernelLogPosition> kernelLog() const;
 
   std::optional<ProcessActivity> activity(pid_t tgid) const;
   std::optional<GpuMemory> gpu(pid_t tgid) const;

@@ -35,13 +35,18 @@ class KmsgReader {
   static Result<KmsgReader> open(const FsRoot& fs, bool from_start = false);
   // Every record available now; never blocks.
   std::vector<KmsgRecord> readAvailable();
-  std::uint64_t lost() const { return lost_; }  // records overwritten before we read them
+  // Records overwritten before we read them (the gaps in the sequence numbers read).
+  std::uint64_t lost() const { return lost_; }
+  // The sequence number of the first record read, and of the record the next read begins at.
+  std::optional<std::uint64_t> firstSeq() const { return first_seq_; }
+  std::optional<std::uint64_t> nextSeq() const { return next_seq_; }
   int fd() const { return fd_.get(); }
 
  private:
   explicit KmsgReader(Fd fd) : fd_(std::move(fd)) {}
   Fd fd_;
   std::uint64_t lost_ = 0;
+  std::optional<std::uint64_t> first_seq_, next_seq_;
 };
 
 }  // namespace headroom

@@ -91,6 +91,11 @@ class OomLogAssembler {
   std::vector<KernelOomReport> finish();
   // Reports that began and never reached a kill before the next began (counted in both modes).
   std::uint64_t abandoned() const { return abandoned_; }
+  // The first sequence number of the report being read when none of its kills was given yet: a
+  // kill may still come from it.
+  std::optional<std::uint64_t> openSince() const {
+    return cur_ && kills_.empty() && !pending_ ? std::optional<std::uint64_t>(cur_->first_seq) : std::nullopt;
+  }
 
  private:
   struct Pending {

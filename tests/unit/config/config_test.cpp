@@ -111,6 +111,7 @@ enabled = false
 path = "/srv/headroom/journal.hrj"
 max_bytes = "8MiB"
 flight_window = "2m"
+catch_up = "restarts"
 
 [workloads]
 docker_socket = ""
@@ -135,6 +136,7 @@ TEST(ConfigParse, JournalAndSelfReportBadValuesNameTheKey) {
            {"[journal]\npath = \"relative.hrj\"\n", "journal.path"},
            {"[journal]\nmax_bytes = \"4KiB\"\n", "must be at least 1MiB"},
            {"[journal]\nflight_window = \"1s\"\n", "must be between 5s and 1h"},
+           {"[journal]\ncatch_up = \"always\"\n", "journal.catch_up"},
            {"[events]\noutput = \"events.jsonl\"\n",
             R"(events.output = "events.jsonl": must be "stdout", an absolute file path, or "" for none)"},
            {"[events]\noutput = \"/var/log/\"\n", "events.output"},
@@ -207,6 +209,7 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_EQ(c.journal.path, "/srv/headroom/journal.hrj");
   EXPECT_EQ(c.journal.max_bytes, 8u << 20);
   EXPECT_EQ(c.journal.flight_window, milliseconds(120000));
+  EXPECT_EQ(c.journal.catch_up, JournalCatchUp::kRestarts);
   EXPECT_EQ(c.workloads.docker_socket, "");
   EXPECT_EQ(c.workloads.podman_socket, "/run/podman/alt.sock");
   EXPECT_FALSE(c.workloads.kubernetes_logs);
@@ -592,6 +595,7 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "journal.path",
                                           "journal.max_bytes",
                                           "journal.flight_window",
+                                          "journal.catch_up",
                                           "events.output",
                                           "events.max_bytes",
                                           "events.max_files",

@@ -165,7 +165,7 @@ TEST(EventSink, TheIncidentJournalHandsOverEachRecordAsJournaled) {
   JournalConfig cfg;
   cfg.path = dir.root() + "/oom.hrj";
   IncidentJournal j;
-  ASSERT_TRUE(j.configure(cfg));
+  ASSERT_TRUE(j.configure(cfg, "boot-1"));
   std::vector<json> handed;
   j.onWritten([&](const json& r) { handed.push_back(r); });
   OomEvent e;

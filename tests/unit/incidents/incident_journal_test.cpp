@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "headroom/incidents/counted_ooms.h"
 #include "headroom/incidents/incident_journal.h"
 #include "headroom/journal/journal.h"
 #include "headroom/sources/collector.h"
@@ -67,7 +68,7 @@ TEST(IncidentJournal, ARecordHoldsTheLastSampleReadWholeBeforeTheKill) {
   cfg.path = dir.root() + "/journal/oom.hrj";
   IncidentJournal j;
   EXPECT_EQ(j.last(), nullptr);
-  ASSERT_TRUE(j.configure(cfg));
+  ASSERT_TRUE(j.configure(cfg, "boot-1"));
   EXPECT_EQ(j.state()["state"], "on");
   ASSERT_NE(j.writer(), nullptr);
   // Two samples before the kill and one after it, which shows the memory already freed.
@@ -111,7 +112,7 @@ TEST(IncidentJournal, ASampleIsKeptWhileAKillAfterItCouldStillBeHandedOver) {
     // 1 s samples: a kill 1.5 s before the newest sample still finds the sample before it;
     // the samples no kill can still need are not kept (they hold every process).
     IncidentJournal j;
-    ASSERT_TRUE(j.configure(cfg));
+    ASSERT_TRUE(j.configure(cfg, "boot-1"));
     for (std::int64_t t = 0; t <= 10; ++t) j.keep(sample(t * kS, 0, {10, 11}));
     EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 8 * kS + kS / 2), 1'700'000'008.0);
     EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 7 * kS + kS / 2), 1'700'000'007.0);
@@ -121,7 +122,7 @@ TEST(IncidentJournal, ASampleIsKeptWhileAKillAfterItCouldStillBeHandedOver) {
   {
     // 10 s samples: the two last are kept, the one before the kill among them.
     IncidentJournal j;
-    ASSERT_TRUE(j.configure(cfg));
+    ASSERT_TRUE(j.configure(cfg, "boot-1"));
     for (std::int64_t t = 0; t <= 20; t += 10) j.keep(sample(t * kS, 0, {10, 11}));
     EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 19 * kS), 1'700'000'010.0);
     EXPECT_EQ(sampledAtOfTheRecord(j, cfg.path, 21 * kS), 1'700'000'020.0);
@@ -134,7 +135,7 @@ TEST(IncidentJournal, AJournalThatCannotOpenIsOffAndSaysWhy) {
   JournalConfig cfg;
   cfg.path = dir.root() + "/a-file/oom.hrj";
   IncidentJournal j;
-  auto st = j.configure(cfg);
+  auto st = j.configure(cfg, "boot-1");
   ASSERT_FALSE(st);
   EXPECT_THAT(st.error().describe(), HasSubstr(cfg.path));
   EXPECT_EQ(j.writer(), nullptr);
@@ -143,7 +144,7 @@ TEST(IncidentJournal, AJournalThatCannotOpenIsOffAndSaysWhy) {
   EXPECT_THAT(state.value("reason", ""), HasSubstr(cfg.path));
   EXPECT_FALSE(j.record(killAt(1), IncidentFacts{})) << "off: nothing to record into";
   cfg.enabled = false;
-  EXPECT_TRUE(j.configure(cfg));
+  EXPECT_TRUE(j.configure(cfg, "boot-1"));
   EXPECT_EQ(j.state()["reason"], "journal.enabled = false");
 }
 
@@ -156,7 +157,7 @@ TEST(IncidentJournal, ARecordTooLargeForTheJournalIsNotKeptWaiting) {
   cfg.path = dir.root() + "/journal/oom.hrj";
   cfg.max_bytes = 8192;
   IncidentJournal j;
-  ASSERT_TRUE(j.configure(cfg));
+  ASSERT_TRUE(j.configure(cfg, "boot-1"));
   OomEvent big = killAt(1);
   big.tasks.resize(200);  // a task dump of some 30 KiB
   auto refused = j.record(big, IncidentFacts{});
@@ -178,7 +179,7 @@ TEST(IncidentJournal, ADirectoryNamesTheJournalInIt) {
   JournalConfig cfg;
   cfg.path = dir.root() + "/journals";
   IncidentJournal j;
-  ASSERT_TRUE(j.configure(cfg));
+  ASSERT_TRUE(j.configure(cfg, "boot-1"));
   EXPECT_EQ(j.state()["state"], "on");
   EXPECT_EQ(j.state()["path"], dir.root() + "/journals/oom-journal.hrj");
   EXPECT_EQ(journalFileOf(cfg.path), dir.root() + "/journals/oom-journal.hrj");

@@ -75,7 +75,7 @@ OomEvent floodEvent(std::uint64_t seq, std::size_t tasks, std::size_t pad) {
   };
   try {
     IncidentJournal j;
-    if (!j.configure(cfg)) ::_exit(2);
+    if (!j.configure(cfg, "boot-1")) ::_exit(2);
     const JournalStats& st = j.writer()->stats();
     say("opened " + std::to_string(st.bytes) + " " + (st.torn_file.empty() ? "-" : st.torn_file));
     for (std::uint64_t seq = first_seq;; ++seq) {

@@ -25,7 +25,8 @@ struct Desk {
   Exporter exporter{ExporterLimits{}};
   ProverBudget budget{budgetConfig(t), rules, ProverBudget::Options{}};
   std::vector<std::vector<std::string>> journald;
-  KillPath kills{exporter, budget, HostIdentity{"node-1", "6.1.0", "test"}, [this](const std::vector<std::string>& f) {
+  KillPath kills{exporter, budget, HostIdentity{"node-1", "6.1.0", "test", "boot-1"},
+                 [this](const std::vector<std::string>& f) {
                    journald.push_back(f);
                    return 0;
                  }};

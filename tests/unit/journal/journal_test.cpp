@@ -535,5 +535,29 @@ TEST(JournalRead, RotatedFileFirstAndNoRecordTwice) {
   EXPECT_EQ(slurp(path + ".1"), framed(1) + framed(2) + "HRJ1 zzz\n");
 }
 
+TEST(JournalRead, EachRecordOneAtATimeRotatedFileFirstDamageSkipped) {
+  TempDir d;
+  const std::string path = d.path + "/j.hrj";
+  auto framed = [](int id) {
+    json r = sample(id);
+    r["id"] = id;
+    return frameRecord(r);
+  };
+  std::vector<std::uint64_t> ids;
+  auto each = [&](const json& r) { ids.push_back(r["id"].get<std::uint64_t>()); };
+  ASSERT_TRUE(forEachJournalRecord(path, each)) << "no journal yet: nothing";
+  EXPECT_TRUE(ids.empty());
+  spit(path + ".1", framed(1) + "HRJ1 zzz\n" + framed(2));
+  spit(path, framed(2) + framed(3) + framed(4).substr(0, 20));
+  ASSERT_TRUE(forEachJournalRecord(path, each));
+  EXPECT_EQ(ids, (std::vector<std::uint64_t>{1, 2, 3})) << "damage and a torn tail skipped, no record twice";
+  // A file that cannot be read (here a directory where the rotated file goes) is an error naming it.
+  const std::string other = d.path + "/k.hrj";
+  ASSERT_EQ(::mkdir((other + ".1").c_str(), 0700), 0);
+  auto st = forEachJournalRecord(other, each);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find(other + ".1"), std::string::npos) << st.error().message;
+}
+
 }  // namespace
 }  // namespace headroom

@@ -150,20 +150,24 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
   ctx.self_reported = 5 * kGiB;
   ctx.sensors = {{SensorId::kOom, SensorState::kActive, "tp_btf/mark_victim"},
                  {SensorId::kCuda, SensorState::kDegraded, "no libcuda"}};
-  ctx.host = {"prover-7", "6.8.0-45-generic", "0.1.0+abc1234"};
+  ctx.host = {"prover-7", "6.8.0-45-generic", "0.1.0+abc1234", "9b7c0a52-7d1e-4c33-9a55-0f3c2de1b6a4"};
   ctx.top_per_role = 2;
   json r = makeOomRecord(ctx);
 
   EXPECT_EQ(ctx.cgroup, "/proving") << "the OOM domain, not the victim's own cgroup";
   std::set<std::string> documented = documentedFields();
   ASSERT_GE(documented.size(), 10u) << "docs/journal.md's table was found";
-  documented.erase("id");  // the journal adds it
+  documented.erase("id");   // the journal adds it
+  documented.erase("key");  // and the incident's key, when it was in flight
   EXPECT_EQ(keysOf(r), documented) << "the record is exactly the documented schema";
 
   EXPECT_EQ(r["version"], 1);
   EXPECT_DOUBLE_EQ(r["time"].get<double>(), static_cast<double>(e.wall_time_ns) / 1e9);
-  EXPECT_EQ(r["host"],
-            json({{"hostname", "prover-7"}, {"kernel", "6.8.0-45-generic"}, {"agent_version", "0.1.0+abc1234"}}));
+  EXPECT_EQ(r["host"], json({{"hostname", "prover-7"},
+                             {"kernel", "6.8.0-45-generic"},
+                             {"agent_version", "0.1.0+abc1234"},
+                             {"boot_id", "9b7c0a52-7d1e-4c33-9a55-0f3c2de1b6a4"}}));
+  EXPECT_TRUE(r["found_after"].is_null()) << "a kill seen live";
 
   // The event as /v1/ooms shows it, with every task of the kernel's dump.
   json ev = toJson(e, OomWorkloads{Workload{}, {Workload{}}});
@@ -449,7 +453,7 @@ TEST(Record, RoundTripsThroughTheJournal) {
   ctx.last = snap.get();
   ctx.cgroup = oomRecordCgroup(e, snap.get());
   ctx.flight = rec.points(ctx.cgroup);
-  ctx.host = {"h", "k", "v"};
+  ctx.host = {"h", "k", "v", ""};
   json r = makeOomRecord(ctx);
   ASSERT_EQ(r["flight"]["points"].size(), 1u);
 

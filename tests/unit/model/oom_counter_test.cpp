@@ -161,5 +161,20 @@ TEST(OomCounterWatch, LocalCountsOnlyAndTheHierarchicalOneWithoutALocalFile) {
   EXPECT_FALSE(localOomKills(none).has_value());
 }
 
+TEST(OomCounterWatch, PrimedWithAnEarlierAgentsCountsTheFirstSampleTellsTheRisesSince) {
+  OomCounterWatch w;
+  w.prime({{"/ctr", 2}, {"/quiet", 0}});
+  // Three more kills in /ctr while no agent ran; /new was not sampled then: its count is its start.
+  auto a = sample(2, 1000, {{"/ctr", 5}, {"/quiet", 0}, {"/new", 4}}, {});
+  auto ev = w.update(nullptr, *a);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].counter_cgroup, "/ctr");
+  EXPECT_EQ(ev[0].counted_kills, 3u);
+  EXPECT_TRUE(ev[0].victims.empty()) << "the processes gone were never sampled";
+  EXPECT_EQ(w.counts(), (std::map<std::string, std::uint64_t>{{"/ctr", 5}, {"/quiet", 0}, {"/new", 4}}));
+  auto b = sample(2, 2000, {{"/ctr", 5}, {"/quiet", 0}, {"/new", 4}}, {});
+  EXPECT_TRUE(w.update(a.get(), *b).empty());
+}
+
 }  // namespace
 }  // namespace headroom

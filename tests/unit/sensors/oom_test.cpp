@@ -123,5 +123,27 @@ TEST(OomJoiner, ReapingProgressIsKept) {
   EXPECT_EQ(ready[0].reap_finish_ns.value(), 9);
 }
 
+TEST(OomJoiner, AnIncidentIsToldWhenFirstSeenWithTheIdItIsReadyUnderAndItsReportsSequence) {
+  OomJoiner j;
+  j.addMark(mark(42, 1000 * kMs), 1000 * kMs);
+  auto started = j.takeStarted();
+  ASSERT_EQ(started.size(), 1u) << "durable before the wait for the report";
+  EXPECT_TRUE(started[0].from_bpf);
+  EXPECT_FALSE(started[0].kmsg_seq);
+  EXPECT_TRUE(j.takeStarted().empty()) << "once";
+  EXPECT_FALSE(j.untoldSince());
+  j.addReport(report(42, 77), 1001 * kMs, 1010 * kMs);
+  EXPECT_TRUE(j.takeStarted().empty()) << "the same incident";
+  auto ready = j.takeReady(5'000'000'000, 1);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].id, started[0].id);
+  EXPECT_EQ(ready[0].kmsg_seq, 77u);
+  // A report alone: not told yet, it holds the log's watermark back.
+  j.addReport(report(43, 90), 6'000'000'000, 6'000'000'000);
+  EXPECT_EQ(j.untoldSince(), 90u);
+  EXPECT_EQ(j.takeStarted().size(), 1u);
+  EXPECT_FALSE(j.untoldSince());
+}
+
 }  // namespace
 }  // namespace headroom
