@@ -1,11 +1,6 @@
 // The controller's state file: read whole, written atomically (temporary file, fsync, rename,
 // fsync of the directory), so a crash leaves the old state or the new one, never half.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
-#include <cerrno>
 
 #include "headroom/controller/controller.h"
 #include "headroom/util/files.h"
@@ -22,30 +17,10 @@ std::string defaultStatePath(std::string_view cgroup, std::string_view dir) {
 }
 
 Result<std::optional<ControllerState>> loadState(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<ControllerState>{};
-    return unexpected(errnoError(fmt::format("reading state file {}", path)));
-  }
-  std::string text;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Error e = errnoError(fmt::format("reading state file {}", path));
-      ::close(fd);
-      return unexpected(e);
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > (1U << 20)) {
-      ::close(fd);
-      return unexpected(badData(fmt::format("state file {}: larger than 1 MiB, not a state file", path)));
-    }
-  }
-  ::close(fd);
-  auto s = parseState(text, path);
+  auto text = readSmallFile(path, 1U << 20, "state file");
+  if (!text) return unexpected(text.error());
+  if (!*text) return std::optional<ControllerState>{};
+  auto s = parseState(**text, path);
   if (!s) return unexpected(s.error());
   return std::optional<ControllerState>(std::move(*s));
 }

@@ -2,12 +2,7 @@
 // journal/journal_state.h.
 #include "headroom/journal/journal_state.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
-#include <cerrno>
 
 #include "headroom/util/files.h"
 #include "headroom/util/json.h"
@@ -74,35 +69,10 @@ Result<JournalState> parseJournalState(std::string_view text, std::string_view d
 }
 
 Result<std::optional<JournalState>> readJournalState(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<JournalState>{};
-    return unexpected(errnoError(fmt::format("opening journal state {}", path)));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return unexpected(bad(path, "not a regular file"));
-  }
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Error e = errnoError(fmt::format("reading journal state {}", path));
-      ::close(fd);
-      return unexpected(e);
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMaxJournalStateBytes) {
-      ::close(fd);
-      return unexpected(bad(path, fmt::format("larger than {} MiB", kMaxJournalStateBytes >> 20)));
-    }
-  }
-  ::close(fd);
-  auto s = parseJournalState(text, path);
+  auto text = readSmallFile(path, kMaxJournalStateBytes, "journal state");
+  if (!text) return unexpected(text.error());
+  if (!*text) return std::optional<JournalState>{};
+  auto s = parseJournalState(**text, path);
   if (!s) return unexpected(s.error());
   return std::optional<JournalState>(std::move(*s));
 }

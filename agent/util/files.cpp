@@ -74,4 +74,37 @@ Status writeFileAtomic(const std::string& path, std::string_view content) {
   return ok();
 }
 
+Result<std::optional<std::string>> readSmallFile(const std::string& path, std::size_t max_bytes,
+                                                 std::string_view what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<std::string>{};
+    return unexpected(errnoError(fmt::format("reading {} {}", what, path)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return unexpected(badData(fmt::format("{} {}: not a regular file", what, path)));
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Error e = errnoError(fmt::format("reading {} {}", what, path));
+      ::close(fd);
+      return unexpected(e);
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > max_bytes) {
+      ::close(fd);
+      return unexpected(badData(fmt::format("{} {}: larger than {} MiB", what, path, max_bytes >> 20)));
+    }
+  }
+  ::close(fd);
+  return std::optional<std::string>(std::move(text));
+}
+
 }  // namespace headroom

@@ -37,12 +37,6 @@ using namespace std::chrono_literals;
 constexpr std::uint64_t kMiB = 1ULL << 20;
 constexpr const char* kMessageId = "78cbe2b375704b3eaa519cd951e0e16e";
 
-testing::AgentProcess::Options infoLog() {
-  testing::AgentProcess::Options o;
-  o.global_args = {"--log-level", "info"};
-  return o;
-}
-
 // A workload that climbs past the cgroup's limit and is OOM-killed; the agent's record of it.
 void oomKill(testing::AgentProcess& agent, const CgroupSandbox& sb, int record) {
   auto w = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon-slow", std::to_string(256 * kMiB)}, sb.procsFile());
@@ -84,7 +78,7 @@ TEST(Events, RecordsInTheRotatedFileReportTheSameAsTheJournal) {
   testing::AgentProcess agent(
       {"--interval", "200ms", "--cgroup", sb->path(), "--journal", journal, "--budget.enabled", "false",
        "--events.output", events, "--events.max-bytes", "4KiB", "--events.max-files", "5", "--events.journald", "off"},
-      infoLog());
+      testing::infoLogOptions());
   ASSERT_TRUE(agent.waitLog("events: each OOM record also goes to file")) << agent.logText();
   for (int i = 1; i <= 3; ++i) oomKill(agent, *sb, i);
   ASSERT_TRUE(agent.waitMetrics([](const std::string& t) {
@@ -192,7 +186,7 @@ TEST(Events, AnOomKillReachesARealJournaldWithItsFieldsAndReadsBackTheSame) {
   TempDir tmp;
   const std::string journal = tmp.file("oom.hrj");
   PrivateJournald jd;
-  testing::AgentProcess::Options o = infoLog();
+  testing::AgentProcess::Options o = testing::infoLogOptions();
   o.launcher = {"/usr/bin/unshare", "--mount", "--propagation", "private"};
   o.prelude = jd.prelude();
   // As systemd starts it: journald = "auto" sees INVOCATION_ID and the socket.

@@ -39,16 +39,7 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-struct Agent : testing::AgentProcess {
-  explicit Agent(std::vector<std::string> args, std::string cgroup_procs = "")
-      : AgentProcess(std::move(args), infoLog(std::move(cgroup_procs))) {}
-  static Options infoLog(std::string cgroup_procs) {
-    Options o;
-    o.global_args = {"--log-level", "info"};
-    o.cgroup_procs = std::move(cgroup_procs);
-    return o;
-  }
-};
+using Agent = testing::InfoLogAgent;
 
 double metricOf(Agent& a, const std::string& name) { return testing::metric(a.metrics(), name).value_or(-1); }
 

@@ -46,14 +46,7 @@ using namespace std::chrono_literals;
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
 // The agent at log level info: the journal's lines are what these tests wait for.
-struct Agent : testing::AgentProcess {
-  explicit Agent(std::vector<std::string> args) : AgentProcess(std::move(args), infoLog()) {}
-  static Options infoLog() {
-    Options o;
-    o.global_args = {"--log-level", "info"};
-    return o;
-  }
-};
+using Agent = testing::InfoLogAgent;
 
 // A workload with a known mix that climbs past the limit slowly enough for several samples.
 ChildProcess climber(const CgroupSandbox& sb, const std::string& shm) {

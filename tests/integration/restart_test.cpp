@@ -33,14 +33,7 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-struct Agent : testing::AgentProcess {
-  explicit Agent(std::vector<std::string> args) : AgentProcess(std::move(args), infoLog()) {}
-  static Options infoLog() {
-    Options o;
-    o.global_args = {"--log-level", "info"};
-    return o;
-  }
-};
+using Agent = testing::InfoLogAgent;
 
 std::vector<nlohmann::json> records(const std::string& journal) {
   auto c = readJournal(journal);
@@ -84,6 +77,14 @@ pid_t oomKill(const CgroupSandbox& sb) {
   return pid;
 }
 
+// A cgroup whose workload is OOM-killed at 64 MiB.
+Result<CgroupSandbox> limitedSandbox(const char* name) {
+  auto sb = CgroupSandbox::create(name);
+  if (!sb) return sb;
+  if (auto st = sb->setLimit(64 * kMiB); !st) return unexpected(st.error());
+  return sb;
+}
+
 struct Journaled {
   TempDir tmp;
   std::string journal = tmp.file("oom.hrj");
@@ -97,11 +98,17 @@ struct Journaled {
   }
 };
 
+// One more start: the journal still holds one record.
+void stillOne(const Journaled& j, const CgroupSandbox& sb) {
+  Agent again(j.args(sb));
+  ASSERT_TRUE(again.waitHealthy()) << again.logText();
+  EXPECT_EQ(records(j.journal).size(), 1u) << again.logText();
+}
+
 TEST(Restart, AKillWhileNoAgentRanIsJournaledOnceAtTheNextStartHoweverOftenItRestarts) {
   SKIP_WITHOUT_ROOT();
-  auto sb = CgroupSandbox::create("restart-stopped");
+  auto sb = limitedSandbox("restart-stopped");
   ASSERT_TRUE(sb) << sb.error().describe();
-  ASSERT_TRUE(sb->setLimit(64 * kMiB));
   Journaled j;
   {
     Agent first(j.args(*sb));
@@ -146,9 +153,8 @@ TEST(Restart, AKillWhileNoAgentRanIsJournaledOnceAtTheNextStartHoweverOftenItRes
 
 TEST(Restart, AnAgentSigkilledWithAKillInFlightLeavesItToTheNextOne) {
   SKIP_WITHOUT_ROOT();
-  auto sb = CgroupSandbox::create("restart-inflight");
+  auto sb = limitedSandbox("restart-inflight");
   ASSERT_TRUE(sb) << sb.error().describe();
-  ASSERT_TRUE(sb->setLimit(64 * kMiB));
   Journaled j;
   const std::string state = journalStateFileOf(j.journal);
   pid_t victim = 0;
@@ -187,16 +193,13 @@ TEST(Restart, AnAgentSigkilledWithAKillInFlightLeavesItToTheNextOne) {
     ASSERT_TRUE(s && *s);
     EXPECT_TRUE((*s)->in_flight.empty()) << "written, no longer in flight";
   }
-  Agent again(j.args(*sb));
-  ASSERT_TRUE(again.waitHealthy()) << again.logText();
-  EXPECT_EQ(records(j.journal).size(), 1u) << again.logText();
+  stillOne(j, *sb);
 }
 
 TEST(Restart, AnAgentSigkilledRightAfterAKillLeavesOneRecord) {
   SKIP_WITHOUT_ROOT();
-  auto sb = CgroupSandbox::create("restart-sigkill");
+  auto sb = limitedSandbox("restart-sigkill");
   ASSERT_TRUE(sb) << sb.error().describe();
-  ASSERT_TRUE(sb->setLimit(64 * kMiB));
   Journaled j;
   {
     Agent first(j.args(*sb));
@@ -210,16 +213,13 @@ TEST(Restart, AnAgentSigkilledRightAfterAKillLeavesOneRecord) {
   ASSERT_EQ(records(j.journal).size(), 1u) << next.logText();
   ASSERT_TRUE(next.waitHealthy());
   next.stop();
-  Agent again(j.args(*sb));
-  ASSERT_TRUE(again.waitHealthy()) << again.logText();
-  EXPECT_EQ(records(j.journal).size(), 1u) << again.logText();
+  stillOne(j, *sb);
 }
 
 TEST(Restart, WithoutAKernelSourceTheCountersCatchUpFromTheLastAgentsSample) {
   SKIP_WITHOUT_ROOT();
-  auto sb = CgroupSandbox::create("restart-counters");
+  auto sb = limitedSandbox("restart-counters");
   ASSERT_TRUE(sb) << sb.error().describe();
-  ASSERT_TRUE(sb->setLimit(64 * kMiB));
   // A process that stays: the cgroup is sampled before and after the kill.
   auto sleeper = ChildProcess::spawn({"/bin/sleep", "600"}, sb->procsFile());
   ASSERT_TRUE(sleeper) << sleeper.error().describe();

@@ -122,6 +122,13 @@ AgentProcess::Options withEnv(std::map<std::string, std::string> env) {
 }
 }  // namespace
 
+AgentProcess::Options infoLogOptions(std::string cgroup_procs) {
+  AgentProcess::Options o;
+  o.global_args = {"--log-level", "info"};
+  o.cgroup_procs = std::move(cgroup_procs);
+  return o;
+}
+
 AgentProcess::AgentProcess(std::vector<std::string> args, std::map<std::string, std::string> env)
     : AgentProcess(std::move(args), withEnv(std::move(env))) {}
 

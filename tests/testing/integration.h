@@ -170,4 +170,12 @@ class AgentProcess {
   std::string state_file_;
 };
 
+// The agent at log level info (the journal's lines are what most tests of kills wait for), in
+// the cgroup whose cgroup.procs is `cgroup_procs` when one is given.
+AgentProcess::Options infoLogOptions(std::string cgroup_procs = "");
+struct InfoLogAgent : AgentProcess {
+  explicit InfoLogAgent(std::vector<std::string> args, std::string cgroup_procs = "")
+      : AgentProcess(std::move(args), infoLogOptions(std::move(cgroup_procs))) {}
+};
+
 }  // namespace headroom::testing

@@ -3,6 +3,8 @@
 // the atomic replace (temporary file, fsync, rename, fsync of the directory).
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,5 +22,9 @@ void syncDirectory(const std::string& dir);
 Status writeAll(int fd, std::string_view content, std::string_view display);
 // Replaces `path` atomically: a reader sees the old content or the new, never half.
 Status writeFileAtomic(const std::string& path, std::string_view content);
+// The whole of a small file headroom keeps (`what`: "state file", ...): nullopt when it does not
+// exist; an error naming `what` and the path when it cannot be read, is not a regular file (a
+// FIFO is never waited on), or is larger than `max_bytes`.
+Result<std::optional<std::string>> readSmallFile(const std::string& path, std::size_t max_bytes, std::string_view what);
 
 }  // namespace headroom

@@ -255,6 +255,13 @@ JournalOptions optsIn(const TempDir& d, std::uint64_t max_bytes = 64ULL << 20) {
   return o;
 }
 
+// A sample record with its id, framed.
+std::string framed(int id) {
+  json r = sample(id);
+  r["id"] = id;
+  return frameRecord(r);
+}
+
 std::vector<std::uint64_t> idsOf(const std::vector<json>& records) {
   std::vector<std::uint64_t> ids;
   ids.reserve(records.size());
@@ -518,11 +525,6 @@ TEST(JournalRead, MissingFilesAreEmptyAndUnreadableOnesAnError) {
 TEST(JournalRead, RotatedFileFirstAndNoRecordTwice) {
   TempDir d;
   const std::string path = d.path + "/j.hrj";
-  auto framed = [](int id) {
-    json r = sample(id);
-    r["id"] = id;
-    return frameRecord(r);
-  };
   spit(path + ".1", framed(1) + framed(2) + "HRJ1 zzz\n");
   // As if a rotation ran between the reader's two reads: the file holds what .1 holds now.
   spit(path, framed(1) + framed(2) + framed(3));
@@ -538,11 +540,6 @@ TEST(JournalRead, RotatedFileFirstAndNoRecordTwice) {
 TEST(JournalRead, EachRecordOneAtATimeRotatedFileFirstDamageSkipped) {
   TempDir d;
   const std::string path = d.path + "/j.hrj";
-  auto framed = [](int id) {
-    json r = sample(id);
-    r["id"] = id;
-    return frameRecord(r);
-  };
   std::vector<std::uint64_t> ids;
   auto each = [&](const json& r) { ids.push_back(r["id"].get<std::uint64_t>()); };
   ASSERT_TRUE(forEachJournalRecord(path, each)) << "no journal yet: nothing";
