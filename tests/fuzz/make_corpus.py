@@ -197,6 +197,17 @@ def state(c):
 """)
 
 
+def journal_state(c):
+    # As serialiseJournalState writes it (agent/journal/journal_state.cpp): a fresh one, and one
+    # with an incident in flight and the counts of a sample.
+    c.put("journal_state", "fresh", '{"boot_id":"f23f9593-6132-4f4f-94a8-98b605b1cd88","in_flight":{},'
+          '"kernel_log_seq":null,"oom_kill_counts":{},"version":1}\n')
+    c.put("journal_state", "in-flight", '{"boot_id":"f23f9593-6132-4f4f-94a8-98b605b1cd88","in_flight":'
+          '{"1796586379005488252-s1-1":{"event":{"id":1,"kernel_log_seq":1552,"victims":[{"comm":"cuzk",'
+          '"pid":18597,"tgid":18597}]},"key":"1796586379005488252-s1-1","version":1}},"kernel_log_seq":1553,'
+          '"oom_kill_counts":{"/":0,"/proving/prover":3},"version":1}\n')
+
+
 def self_report(c):
     c.put("self_report", "file-number", "/run/prover/used\0" "123456\n")
     c.put("self_report", "file-size", "file:/run/prover/used\0 512MiB ")
@@ -273,7 +284,8 @@ def kube(c):
 
 def make(out):
     c = Corpus(out)
-    for f in [proc_files, cgroup_dirs, kmsg, journal, events, config, state, self_report, since, http, ring, kube]:
+    for f in [proc_files, cgroup_dirs, kmsg, journal, events, config, state, journal_state, self_report, since, http,
+              ring, kube]:
         f(c)
 
 
