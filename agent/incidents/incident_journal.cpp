@@ -94,15 +94,12 @@ bool IncidentJournal::holds(const OomEvent& e, const std::string& key) const {
 }
 
 bool IncidentJournal::holdsRecord(const nlohmann::json& record) const {
-  auto key = record.find("key");
-  if (key != record.end() && key->is_string() && known_.holdsKey(key->get<std::string>())) return true;
-  auto ev = record.find("event");
-  if (ev == record.end() || !ev->is_object()) return false;
-  std::string boot = boot_id_;
-  if (auto h = record.find("host"); h != record.end() && h->is_object()) {
-    if (auto id = h->find("boot_id"); id != h->end() && id->is_string()) boot = id->get<std::string>();
-  }
-  return known_.holds(oomEventFromJson(*ev), boot);
+  if (!record.is_object()) return false;
+  if (record.contains("key") && record.at("key").is_string() && known_.holdsKey(record.at("key").get<std::string>()))
+    return true;
+  if (!record.contains("event") || !record.at("event").is_object()) return false;
+  const std::string boot = KnownKills::bootIdOf(record);
+  return known_.holds(oomEventFromJson(record.at("event")), boot.empty() ? boot_id_ : boot);
 }
 
 void IncidentJournal::begin(const std::string& key, const OomEvent& e, const IncidentFacts& facts) {

@@ -172,9 +172,8 @@ void KillPath::recoverInFlight(std::vector<OomEvent>& found, const std::vector<S
       continue;
     }
     // The kernel's report of the same kill, when the log still holds it: one record of the two.
-    std::string boot = host_.boot_id;
-    if (const auto* h = rec.contains("host") ? &rec["host"] : nullptr; h != nullptr && h->is_object())
-      boot = h->value("boot_id", boot);
+    std::string boot = KnownKills::bootIdOf(rec);
+    if (boot.empty()) boot = host_.boot_id;
     KnownKills one;
     one.add(rec);
     auto same = std::find_if(found.begin(), found.end(), [&](const OomEvent& e) { return one.holds(e, boot); });
@@ -187,7 +186,9 @@ void KillPath::recoverInFlight(std::vector<OomEvent>& found, const std::vector<S
     auto id = journal_.recordInFlight(key, matched ? &*matched : nullptr, facts);
     if (!id) continue;
     ++catch_up_.found["in_flight"];
-    OomEvent e = matched ? *matched : oomEventFromJson(rec.value("event", nlohmann::json::object()));
+    OomEvent e = matched ? *matched
+                         : oomEventFromJson(rec.is_object() && rec.contains("event") ? rec.at("event")
+                                                                                     : nlohmann::json::object());
     e.found_after = "in_flight";
     spdlog::warn("{} (found after the fact: an earlier agent stopped before recording it)", describeOom(e));
     if (*id) spdlog::info("journal: OOM kill recorded as record {} in {}", **id, journal_.writer()->path());

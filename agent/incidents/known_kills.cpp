@@ -9,16 +9,24 @@
 
 namespace headroom {
 
+std::string KnownKills::bootIdOf(const nlohmann::json& record) {
+  // Looked up by contains() and at(), not through iterators (g++ 12 sees a null dereference in
+  // nlohmann's const iterators at -O3).
+  if (!record.is_object() || !record.contains("host")) return {};
+  const nlohmann::json& host = record.at("host");
+  if (!host.is_object() || !host.contains("boot_id")) return {};
+  const nlohmann::json& id = host.at("boot_id");
+  return id.is_string() ? id.get<std::string>() : std::string();
+}
+
 void KnownKills::add(const nlohmann::json& record) {
-  if (!record.is_object()) return;
-  auto ev = record.find("event");
-  if (ev == record.end() || !ev->is_object()) return;
-  if (auto key = record.find("key"); key != record.end() && key->is_string()) keys_.insert(key->get<std::string>());
-  const OomEvent e = oomEventFromJson(*ev);
+  if (!record.is_object() || !record.contains("event")) return;
+  const nlohmann::json& ev = record.at("event");
+  if (!ev.is_object()) return;
+  if (record.contains("key") && record.at("key").is_string()) keys_.insert(record.at("key").get<std::string>());
+  const OomEvent e = oomEventFromJson(ev);
   Kill k;
-  if (auto h = record.find("host"); h != record.end() && h->is_object()) {
-    if (auto b = h->find("boot_id"); b != h->end() && b->is_string()) k.boot_id = b->get<std::string>();
-  }
+  k.boot_id = bootIdOf(record);
   k.kmsg_seq = e.kmsg_seq;
   k.monotonic_ns = e.monotonic_time_ns;
   for (const OomVictim& v : e.victims) k.victims.push_back(v.process());

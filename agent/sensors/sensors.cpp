@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <csignal>
+#include <cstddef>
 #include <span>
 #include <utility>
 
@@ -28,6 +29,8 @@ constexpr std::size_t kMaxQueuedExits = 65536;
 // first; the mark's program can run after the victim's exit on a busy machine).
 constexpr std::int64_t kLateMarkWaitNs = 250'000'000;
 constexpr std::size_t kRecentMarks = 256;
+// Incidents begun and not yet taken (takeStartedOoms), kept at most.
+constexpr std::size_t kMaxStarted = 256;
 // Ancestors read at a kill: deeper than any real hierarchy, and bounded.
 constexpr int kMaxReadAtKillDepth = 16;
 
@@ -321,6 +324,9 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
   }
   // Begun before they are ready (an incident can be both in one poll): told in that order.
   for (auto& e : m.joiner.takeStarted()) m.started.push_back(std::move(e));
+  // A user that never takes them (headroom run, top) keeps the newest few: bounded.
+  if (m.started.size() > kMaxStarted)
+    m.started.erase(m.started.begin(), m.started.end() - static_cast<std::ptrdiff_t>(kMaxStarted));
   for (auto& e : m.joiner.takeReady(now, realtimeNs())) m.ooms.push_back(std::move(e));
 }
 

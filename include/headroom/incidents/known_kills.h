@@ -33,6 +33,8 @@ class KnownKills {
   // A record made from an incident in flight under `key` (its "key").
   bool holdsKey(const std::string& key) const { return keys_.count(key) != 0; }
   std::size_t size() const { return kills_.size(); }
+  // A record's "host"."boot_id" ("" when it has none, or not a string).
+  static std::string bootIdOf(const nlohmann::json& record);
 
  private:
   struct Kill {
