@@ -19,6 +19,7 @@ namespace headroom {
 namespace {
 
 constexpr const char* kJournalWrite = "journal-write";
+constexpr std::array<const char*, 3> kCatchUpModes = {"boot", "restarts", "off"};  // JournalCatchUp's order
 
 // A journal that could not be opened (the default path at start, any path at a reload): off,
 // said once, and the agent runs on.
@@ -154,6 +155,17 @@ void KillPath::sensorsStarted(std::vector<OomEvent> found, const std::optional<K
     log_settled_ = log->settled;
     journal_.noteKernelLog(log->settled);
     journal_.saveState();
+  }
+  if (first) {
+    auto n = [this](const char* how) {
+      auto it = catch_up_.found.find(how);
+      return it != catch_up_.found.end() ? it->second : 0;
+    };
+    spdlog::info(
+        "journal: catching up ({}): {} OOM kill(s) found in the kernel's log, {} left in flight by an earlier agent, "
+        "{} already journaled, {} before the last agent's read",
+        kCatchUpModes[static_cast<std::size_t>(catch_up_mode_)], n("kernel_log"), n("in_flight"),
+        catch_up_.already_journaled, catch_up_.not_asked);
   }
   setBoardJournal();
 }
@@ -291,8 +303,7 @@ void KillPath::setBoardJournal() {
     auto it = catch_up_.found.find(how);
     found[how] = it != catch_up_.found.end() ? it->second : 0;
   }
-  constexpr std::array<const char*, 3> kModes = {"boot", "restarts", "off"};
-  j["catch_up"] = {{"mode", kModes[static_cast<std::size_t>(catch_up_.mode)]},
+  j["catch_up"] = {{"mode", kCatchUpModes[static_cast<std::size_t>(catch_up_.mode)]},
                    {"found", std::move(found)},
                    {"already_journaled", catch_up_.already_journaled},
                    {"not_asked", catch_up_.not_asked},
