@@ -2,7 +2,8 @@
 // kill while no agent runs is journaled at the next start from the kernel's log, once however
 // often the agent restarts after; an agent SIGKILLed with a kill in flight (seen, its record not
 // written yet) or right after a kill leaves nothing to lose; without a kernel source the cgroups'
-// counters catch up from what the last agent saw.
+// counters catch up from what the last agent saw. Each kill is in the journal by the time the
+// next agent serves.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -98,11 +99,11 @@ struct Journaled {
   }
 };
 
-// One more start: the journal still holds one record.
-void stillOne(const Journaled& j, const CgroupSandbox& sb) {
+// One more start: the journal still holds `n` records.
+void still(const Journaled& j, const CgroupSandbox& sb, std::size_t n) {
   Agent again(j.args(sb));
   ASSERT_TRUE(again.waitHealthy()) << again.logText();
-  EXPECT_EQ(records(j.journal).size(), 1u) << again.logText();
+  EXPECT_EQ(records(j.journal).size(), n) << again.logText();
 }
 
 TEST(Restart, AKillWhileNoAgentRanIsJournaledOnceAtTheNextStartHoweverOftenItRestarts) {
@@ -151,7 +152,9 @@ TEST(Restart, AKillWhileNoAgentRanIsJournaledOnceAtTheNextStartHoweverOftenItRes
   EXPECT_GE(health["journal"]["catch_up"]["already_journaled"].get<int>(), 1) << health.dump();
 }
 
-TEST(Restart, AnAgentSigkilledWithAKillInFlightLeavesItToTheNextOne) {
+// Both ways a kill escapes an agent in one run (the v2 guest's smoke run has this one): killed
+// while the agent that saw it was SIGKILLed before its record, and killed while none ran.
+TEST(Restart, AKillLeftInFlightByASigkilledAgentAndOneWhileNoneRanAreEachJournaledOnce) {
   SKIP_WITHOUT_ROOT();
   auto sb = limitedSandbox("restart-inflight");
   ASSERT_TRUE(sb) << sb.error().describe();
@@ -177,23 +180,28 @@ TEST(Restart, AnAgentSigkilledWithAKillInFlightLeavesItToTheNextOne) {
     ASSERT_TRUE(first.child().wait());
     ASSERT_TRUE(records(j.journal).empty()) << "killed before its record was written";
   }
+  const pid_t unseen = oomKill(*sb);  // no agent runs
   {
     Agent next(j.args(*sb));
     auto r = records(j.journal);  // before it serves
-    ASSERT_EQ(r.size(), 1u) << next.logText();
+    ASSERT_EQ(r.size(), 2u) << next.logText();
     const nlohmann::json& rec = r[0];
     EXPECT_EQ(rec["found_after"]["how"], "in_flight") << rec.dump();
     ASSERT_FALSE(rec["event"]["victims"].empty()) << rec.dump();
     EXPECT_EQ(rec["event"]["victims"][0]["pid"], victim);
     EXPECT_TRUE(rec["event"]["kernel_report"].is_object()) << "the kernel log's report of the same kill";
     EXPECT_TRUE(rec["cgroup"].is_object()) << "the sample before the kill, as the first agent had it";
+    EXPECT_EQ(r[1]["found_after"]["how"], "kernel_log") << r[1].dump();
+    EXPECT_EQ(r[1]["event"]["victims"][0]["pid"], unseen);
     ASSERT_TRUE(next.waitHealthy());
-    EXPECT_EQ(next.getJson("/healthz")["journal"]["catch_up"]["found"]["in_flight"], 1);
+    const nlohmann::json found = next.getJson("/healthz")["journal"]["catch_up"]["found"];
+    EXPECT_EQ(found["in_flight"], 1) << found.dump();
+    EXPECT_EQ(found["kernel_log"], 1) << found.dump();
     auto s = readJournalState(state);
     ASSERT_TRUE(s && *s);
     EXPECT_TRUE((*s)->in_flight.empty()) << "written, no longer in flight";
   }
-  stillOne(j, *sb);
+  still(j, *sb, 2);
 }
 
 TEST(Restart, AnAgentSigkilledRightAfterAKillLeavesOneRecord) {
@@ -213,7 +221,7 @@ TEST(Restart, AnAgentSigkilledRightAfterAKillLeavesOneRecord) {
   ASSERT_EQ(records(j.journal).size(), 1u) << next.logText();
   ASSERT_TRUE(next.waitHealthy());
   next.stop();
-  stillOne(j, *sb);
+  still(j, *sb, 1);
 }
 
 TEST(Restart, WithoutAKernelSourceTheCountersCatchUpFromTheLastAgentsSample) {
