@@ -358,6 +358,33 @@ Section sensorsSection(const json& rec) {
   return s;
 }
 
+// A kill the agent did not see happen (docs/journal.md, "Kills found after the fact"): how it was
+// found and when, and what such a record cannot hold.
+std::optional<Section> foundAfterSection(const json& rec) {
+  const json& found = objectAt(rec, "found_after");
+  const std::string how = textAt(found, "how");
+  if (how.empty()) return std::nullopt;
+  Section s{"FOUND AFTER THE FACT", "", {}};
+  std::string line =
+      how == "kernel_log" ? "found in the kernel's log, read from the start of its ring when the agent started"
+      : how == "in_flight"
+          ? "seen by an agent that stopped before writing its record: recorded by the next one as far as it went"
+      : how == "counters" ? "found by the cgroup's OOM-kill counter, which rose while no agent ran"
+                          : "found after the fact (" + how + ")";
+  if (auto at = secondsOf(numberAt(found, "at"))) {
+    line += " at " + utcTime(*at);
+    if (auto kill = secondsOf(numberAt(rec, "kill_time")); kill && *at >= *kill)
+      line += ", " + secondsText(*at - *kill) + " after the kill";
+  }
+  s.blocks.emplace_back(std::move(line));
+  if (how != "in_flight")
+    s.blocks.emplace_back(
+        std::string("no sample of the agent's is of the moments before the kill: the breakdown before it, the flight "
+                    "and the budget "
+                    "are not in this record; the kernel's own figures are"));
+  return s;
+}
+
 }  // namespace
 
 Doc buildDoc(const json& rec) {
@@ -380,6 +407,7 @@ Doc buildDoc(const json& rec) {
   }
   d.heading = heading;
   d.summary = reportSummary(rec);
+  if (auto found = foundAfterSection(rec)) d.sections.push_back(std::move(*found));
   d.sections.push_back(momentSection(rec));
   d.sections.push_back(killedSection(rec));
   d.sections.push_back(taskDumpSection(rec));

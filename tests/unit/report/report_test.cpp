@@ -430,6 +430,27 @@ TEST(Report, TheMomentOfTheKillLeads) {
   EXPECT_FALSE(lineStarting(at, "pagetables").empty()) << at;
 }
 
+// A kill found after the fact says so first, how and when, and what its record cannot hold; a
+// kill seen live says nothing of the kind.
+TEST(Report, AKillFoundAfterTheFactSaysHowAndWhen) {
+  json rec = storyRecord();
+  EXPECT_FALSE(contains(renderReport(rec), "FOUND AFTER THE FACT"));
+  rec["kill_time"] = 1'700'000'000.0;
+  rec["found_after"] = {{"how", "kernel_log"}, {"at", 1'700'000'090.0}};
+  std::string r = renderReport(rec);
+  EXPECT_LT(r.find("FOUND AFTER THE FACT"), r.find("AT THE KILL")) << r;
+  std::string found = section(r, "FOUND AFTER THE FACT");
+  EXPECT_TRUE(contains(found,
+                       "found in the kernel's log, read from the start of its ring when the agent started at "
+                       "2023-11-14 22:14:50 UTC, 90 s after the kill"))
+      << found;
+  EXPECT_TRUE(contains(found, "no sample of the agent's is of the moments before the kill")) << found;
+  rec["found_after"]["how"] = "in_flight";
+  found = section(renderReport(rec), "FOUND AFTER THE FACT");
+  EXPECT_TRUE(contains(found, "seen by an agent that stopped before writing its record")) << found;
+  EXPECT_FALSE(contains(found, "no sample of the agent's")) << found;
+}
+
 TEST(Report, TheMomentFromFilesReadSaysHowLateAndAGlobalOneNamesSlabAndCgroups) {
   json rec = storyRecord();
   rec["at_kill"] = atKill("files read after the kill");
