@@ -236,8 +236,10 @@ std::optional<MarginChange> ProverBudget::onOomKill(const OomEvent& e, const Sna
   for (const OomVictim& v : e.victims) {
     if (v.kill_skipped) continue;  // already exiting: the kernel sent no kill
     VictimPlace place = placeVictim(v, last, roles);
-    // Without budget.cgroup: a prover killed before any sample saw it still tells where it runs.
-    if (cgroup.empty() && cfg_.cgroup.empty() && place.role == Role::kProver && !place.cgroup.empty()) {
+    // Without budget.cgroup: a prover killed before any sample saw it still tells where it runs;
+    // not one found after the fact (of long ago, it does not say where the prover runs now).
+    if (cgroup.empty() && cfg_.cgroup.empty() && e.found_after.empty() && place.role == Role::kProver &&
+        !place.cgroup.empty()) {
       spdlog::info("budget: the prover ({}, pid {}) ran in {}", v.comm, v.tgid, place.cgroup);
       prover_seen_in_ = place.cgroup;
       cgroup = place.cgroup;

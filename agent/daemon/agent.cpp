@@ -235,8 +235,7 @@ void Agent::Impl::startSensors() {
 }
 
 void Agent::Impl::sensorsStarted() {
-  std::optional<KernelLogStart> log;
-  if (auto k = sensors_->kernelLog()) log = KernelLogStart{k->from_start, k->ring_start, k->settled};
+  const std::optional<KernelLogPosition> log = sensors_->kernelLog();  // before what it read is taken
   kills_.sensorsStarted(sensors_->takeOomEvents(), log, sensors_->status());
 }
 
@@ -320,7 +319,7 @@ void Agent::Impl::readOomScoreAdj() {
 std::size_t Agent::Impl::consumeEvents() {
   std::size_t n = 0;
   // How far the kernel log is handed over, read before what it handed over is taken.
-  const std::optional<Sensors::KernelLogPosition> log = sensors_->kernelLog();
+  const std::optional<KernelLogPosition> log = sensors_->kernelLog();
   // Durable at first sight; completed once the sources are joined and the names known.
   for (const OomEvent& e : sensors_->takeStartedOoms()) kills_.begin(e, sensors_->status());
   for (const OomEvent& e : sensors_->takeOomEvents()) {

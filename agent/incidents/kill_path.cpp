@@ -40,7 +40,6 @@ Status KillPath::configure(const KillPathSettings& s, WorkloadResolver& names, b
   roles_ = RoleMatcher(s.role_rules);
   top_per_role_ = s.top_per_role;
   board_.setCapacity(s.recent_ooms);
-  catch_up_mode_ = s.journal.catch_up;
   catch_up_.mode = s.journal.catch_up;
   if (key_prefix_.empty()) key_prefix_ = fmt::format("{}", realtimeNs());
   if (auto st = journal_.configure(s.journal, host_.boot_id); !st) {
@@ -93,32 +92,36 @@ void KillPath::begin(const OomEvent& e, const std::vector<SensorStatus>& sensors
 }
 
 bool KillPath::admitted(const OomEvent& e) const {
-  if (e.found_after == "counters") return true;  // primed only where the catch-up asks for it
   const std::optional<JournalState>& prev = journal_.previous();
-  switch (catch_up_mode_) {
+  switch (catch_up_.mode) {
     case JournalCatchUp::kOff: return false;
     case JournalCatchUp::kBoot: return true;
     case JournalCatchUp::kRestarts:
       if (!prev) return false;                          // no agent ran here before: nothing to catch up with
       if (prev->boot_id != host_.boot_id) return true;  // it ran in an earlier boot: all of this one
-      return !prev->kernel_log_seq || !e.kmsg_seq || *e.kmsg_seq >= *prev->kernel_log_seq;
+      return sinceLastRead(e);
   }
   return false;
 }
 
-void KillPath::sensorsStarted(std::vector<OomEvent> found, const std::optional<KernelLogStart>& log,
+bool KillPath::sinceLastRead(const OomEvent& e) const {
+  const std::optional<JournalState>& prev = journal_.previous();
+  return !prev || !prev->kernel_log_seq || !e.kmsg_seq || *e.kmsg_seq >= *prev->kernel_log_seq;
+}
+
+void KillPath::sensorsStarted(std::vector<OomEvent> found, const std::optional<KernelLogPosition>& log,
                               const std::vector<SensorStatus>& sensors) {
   ++sensors_started_;
   const std::optional<JournalState>& prev = journal_.previous();
   const bool same_boot = prev && !host_.boot_id.empty() && prev->boot_id == host_.boot_id;
   const bool first = !std::exchange(started_, true);
-  if (first && log && log->from_start && log->ring_start && catch_up_mode_ != JournalCatchUp::kOff) {
+  if (first && log && log->from_start && log->ring_start && catch_up_.mode != JournalCatchUp::kOff) {
     // Sequence numbers start at 0 each boot: what the ring no longer holds, no agent read (but
     // the last one, up to where its state says).
     if (same_boot && prev->kernel_log_seq) {
       catch_up_.unread_records =
           *log->ring_start > *prev->kernel_log_seq ? *log->ring_start - *prev->kernel_log_seq : 0;
-    } else if (catch_up_mode_ == JournalCatchUp::kBoot || prev) {
+    } else if (catch_up_.mode == JournalCatchUp::kBoot || prev) {
       catch_up_.unread_records = *log->ring_start;
     }
     if (catch_up_.unread_records > 0)
@@ -131,7 +134,7 @@ void KillPath::sensorsStarted(std::vector<OomEvent> found, const std::optional<K
   // less these are the kills the log lost.
   std::map<std::string, std::uint64_t> logged;
   for (const OomEvent& e : found) {
-    if (same_boot && (!prev->kernel_log_seq || (e.kmsg_seq && *e.kmsg_seq >= *prev->kernel_log_seq))) {
+    if (same_boot && sinceLastRead(e)) {
       for (const OomVictim& v : e.victims)
         if (!v.kill_skipped && !v.cgroup.empty()) ++logged[normaliseCgroupPath(v.cgroup)];
     }
@@ -140,7 +143,7 @@ void KillPath::sensorsStarted(std::vector<OomEvent> found, const std::optional<K
     // Kills left in flight, each with the log's report of it where the ring holds one (whatever
     // the catch-up asks: that kill is wanted).
     recoverInFlight(found, sensors);
-    if (same_boot && catch_up_mode_ != JournalCatchUp::kOff)
+    if (same_boot && catch_up_.mode != JournalCatchUp::kOff)
       counted_.prime(prev->oom_kill_counts, catch_up_.unread_records > 0, std::move(logged));
   }
   for (const OomEvent& e : found) {
@@ -157,15 +160,11 @@ void KillPath::sensorsStarted(std::vector<OomEvent> found, const std::optional<K
     journal_.saveState();
   }
   if (first) {
-    auto n = [this](const char* how) {
-      auto it = catch_up_.found.find(how);
-      return it != catch_up_.found.end() ? it->second : 0;
-    };
     spdlog::info(
         "journal: catching up ({}): {} OOM kill(s) found in the kernel's log, {} left in flight by an earlier agent, "
         "{} already journaled, {} before the last agent's read",
-        kCatchUpModes[static_cast<std::size_t>(catch_up_mode_)], n("kernel_log"), n("in_flight"),
-        catch_up_.already_journaled, catch_up_.not_asked);
+        kCatchUpModes[static_cast<std::size_t>(catch_up_.mode)], catch_up_.foundBy("kernel_log"),
+        catch_up_.foundBy("in_flight"), catch_up_.already_journaled, catch_up_.not_asked);
   }
   setBoardJournal();
 }
@@ -276,10 +275,7 @@ void KillPath::publish(const OomEvent& e, const OomWorkloads& workloads, const S
       exporter_.recordOomKill(e.counter_cgroup, nameOf(e.counter_cgroup), roles_.match(0, 0, "", "", e.counter_cgroup),
                               "unknown", when);
   }
-  // A kill found after the fact teaches the budget only where the prover's cgroup is known: one
-  // of long ago, of a process the rules would call a prover, is not where the prover runs now.
-  const bool teaches = e.found_after.empty() || !budget_.cgroup().empty();
-  if (teaches && budget_.onOomKill(e, last, roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
+  if (budget_.onOomKill(e, last, roles_)) exporter_.countMarginChange(budget_.cgroup(), "oom_kill");
   board_.addOom(e, workloads);
 }
 
@@ -299,10 +295,7 @@ void KillPath::flush() {
 void KillPath::setBoardJournal() {
   nlohmann::json j = journal_.state();
   nlohmann::json found = nlohmann::json::object();
-  for (const char* how : {"kernel_log", "in_flight", "counters"}) {
-    auto it = catch_up_.found.find(how);
-    found[how] = it != catch_up_.found.end() ? it->second : 0;
-  }
+  for (const char* how : {"kernel_log", "in_flight", "counters"}) found[how] = catch_up_.foundBy(how);
   j["catch_up"] = {{"mode", kCatchUpModes[static_cast<std::size_t>(catch_up_.mode)]},
                    {"found", std::move(found)},
                    {"already_journaled", catch_up_.already_journaled},

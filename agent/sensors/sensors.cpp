@@ -187,8 +187,11 @@ void Sensors::Impl::readRingAtStart() {
     }
   }
   log_start = kmsg->firstSeq();
+  std::uint64_t n = 0;
   for (OomEvent& e : found.takeReady(now, wall)) {
-    e.id = 0;  // numbered with the live ones, below
+    // The live joiner numbers its incidents from 1: these take ids from the far end, which it
+    // never reaches.
+    e.id = (std::uint64_t{1} << 62) + ++n;
     e.found_after = "kernel_log";
     e.wall_time_ns = wall - (now - e.monotonic_time_ns);  // the kernel log's clock is CLOCK_MONOTONIC
     found_at_start.push_back(std::move(e));
@@ -332,10 +335,8 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
 
 std::vector<OomEvent> Sensors::takeOomEvents() {
   Impl& m = *impl_;
-  // The kills the start's read found come first, once. The joiner numbers the live ones from 1:
-  // these take ids from the far end, which it never reaches.
+  // The kills the start's read found come first, once.
   std::vector<OomEvent> out = std::exchange(m.found_at_start, {});
-  for (OomEvent& e : out) e.id = (std::uint64_t{1} << 62) + ++m.found_told;
   for (OomEvent& e : m.ooms) out.push_back(std::move(e));
   m.ooms.clear();
   return out;
@@ -343,7 +344,7 @@ std::vector<OomEvent> Sensors::takeOomEvents() {
 
 std::vector<OomEvent> Sensors::takeStartedOoms() { return std::exchange(impl_->started, {}); }
 
-std::optional<Sensors::KernelLogPosition> Sensors::kernelLog() const {
+std::optional<KernelLogPosition> Sensors::kernelLog() const {
   const Impl& m = *impl_;
   if (!m.kmsg) return std::nullopt;
   KernelLogPosition p;

@@ -77,7 +77,6 @@ struct Sensors::Impl {
   std::vector<OomEvent> started;  // begun since the last takeStartedOoms()
   // The kills the first read of the ring found (kmsg_from_start), told with the next events.
   std::vector<OomEvent> found_at_start;
-  std::size_t found_told = 0;
   std::optional<std::uint64_t> log_start;  // the oldest record the ring held then
   void onReport(const KernelOomReport& report, std::int64_t now);
   void readRingAtStart();  // kmsg_from_start: what the ring holds, once the joiner is made

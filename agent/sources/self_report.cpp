@@ -1,16 +1,15 @@
 // The prover's self-reported memory use: the source spec and the number's extraction (pure).
 #include "headroom/sources/self_report.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "headroom/util/files.h"
 #include "headroom/util/json.h"
 #include "headroom/util/units.h"
 
@@ -74,36 +73,10 @@ bool parseSeries(std::string_view s, std::string& name, std::map<std::string, st
 }  // namespace
 
 Result<std::string> readSelfReportFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return unexpected(errnoError(fmt::format("reading {}", path)));
-  struct stat st {};
-  std::string out;
-  Status status = ok();
-  if (::fstat(fd, &st) != 0) {
-    status = unexpected(errnoError(fmt::format("reading {}", path)));
-  } else if (!S_ISREG(st.st_mode)) {
-    status = unexpected(badInput(fmt::format("{}: not a regular file", path)));
-  } else {
-    constexpr std::size_t kMax = 1U << 20;
-    char buf[4096];
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        status = unexpected(errnoError(fmt::format("reading {}", path)));
-        break;
-      }
-      if (n == 0) break;
-      out.append(buf, static_cast<std::size_t>(n));
-      if (out.size() > kMax) {
-        status = unexpected(badData(fmt::format("{}: larger than 1 MiB, not a self-report", path)));
-        break;
-      }
-    }
-  }
-  ::close(fd);
-  if (!status) return unexpected(status.error());
-  return out;
+  auto text = readSmallFile(path, 1U << 20, "self-report file");
+  if (!text) return unexpected(text.error());
+  if (!*text) return unexpected(sysError(ENOENT, fmt::format("reading self-report file {}", path)));
+  return std::move(**text);
 }
 
 std::string SelfReportSource::text() const {

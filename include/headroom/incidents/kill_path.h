@@ -38,13 +38,6 @@ struct KillPathSettings {
   std::vector<RoleRule> role_rules;  // a victim's role, when no sample saw it
 };
 
-// Where the agent's reading of the kernel log began (the sensors' /dev/kmsg, when there is one).
-struct KernelLogStart {
-  bool from_start = false;                  // read from the start of its ring
-  std::optional<std::uint64_t> ring_start;  // the oldest record the ring held then
-  std::uint64_t settled = 0;                // Sensors::KernelLogPosition::settled
-};
-
 // What the start found of the kills no agent saw happen (docs/journal.md, "Kills found after the
 // fact"): for /healthz and /metrics.
 struct CatchUpFigures {
@@ -53,6 +46,11 @@ struct CatchUpFigures {
   std::uint64_t already_journaled = 0;         // found, and the journal held them
   std::uint64_t not_asked = 0;                 // found before the last agent's state (journal.catch_up = restarts)
   std::uint64_t unread_records = 0;            // of this boot's kernel log, gone before any agent read them
+
+  std::uint64_t foundBy(const std::string& how) const {
+    auto it = found.find(how);
+    return it != found.end() ? it->second : 0;
+  }
 };
 
 class KillPath {
@@ -85,7 +83,7 @@ class KillPath {
   // configure(): the kills their first read of the kernel log found (OomEvent::found_after), and
   // where it began. At the agent's start, also the kills an earlier agent left in flight, and the
   // counters' catch-up from its last sample.
-  void sensorsStarted(std::vector<OomEvent> found, const std::optional<KernelLogStart>& log,
+  void sensorsStarted(std::vector<OomEvent> found, const std::optional<KernelLogPosition>& log,
                       const std::vector<SensorStatus>& sensors);
   // Where every earlier report of the kernel log has been handed over (to begin() or take()):
   // kept in the state beside the journal, for journal.catch_up = restarts.
@@ -104,6 +102,8 @@ class KillPath {
   void record(const OomEvent& e, const IncidentFacts& facts, const std::string& key);
   std::string keyOf(const OomEvent& e) const;  // the incident's while in flight
   bool admitted(const OomEvent& e) const;      // a kill found after the fact: journal.catch_up asks for it
+  // Of the kernel log after where the last agent read it to (or that agent did not say).
+  bool sinceLastRead(const OomEvent& e) const;
   void recoverInFlight(std::vector<OomEvent>& found, const std::vector<SensorStatus>& sensors);
   void setBoardJournal();
   void publish(const OomEvent& e, const OomWorkloads& workloads, const Snapshot* last);
@@ -122,7 +122,6 @@ class KillPath {
   WorkloadResolver* names_ = nullptr;
   std::optional<std::uint64_t> self_reported_;  // the prover's word at the last sample
   WarnOnce once_;
-  JournalCatchUp catch_up_mode_ = JournalCatchUp::kBoot;
   CatchUpFigures catch_up_;
   bool started_ = false;                      // the agent's start is caught up
   std::string key_prefix_;                    // this agent's, and the sensors' start

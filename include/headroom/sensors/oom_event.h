@@ -59,6 +59,14 @@ struct OomEvent {
   const OomVictim* victim(pid_t tgid) const;
 };
 
+// How far the sensors have read the kernel log (/dev/kmsg), in its sequence numbers.
+struct KernelLogPosition {
+  bool from_start = false;                  // the first read began at the start of the ring
+  std::optional<std::uint64_t> ring_start;  // the oldest record the ring held at that read
+  // Every report whose first record comes before this has been handed out (started or ready).
+  std::uint64_t settled = 0;
+};
+
 // One OOM kill in one line, for logs and the terminal: victims, OOM domain and limit, trigger,
 // constraint, sources. Comms are made printable.
 std::string describeOom(const OomEvent& e);

@@ -47,13 +47,7 @@ class Sensors {
   // Incidents first seen since the last call, before their sources are joined (each once, its
   // id the one takeOomEvents() gives it later): what the agent makes durable before it waits.
   std::vector<OomEvent> takeStartedOoms();
-  // The kernel log's sequence numbers (nullopt without /dev/kmsg).
-  struct KernelLogPosition {
-    std::optional<std::uint64_t> ring_start;  // the oldest record the ring held at the first read
-    bool from_start = false;                  // that read began at the ring's start
-    // Every report whose first record comes before this has been handed out (started or ready).
-    std::uint64_t settled = 0;
-  };
+  // How far the kernel log has been read (nullopt without /dev/kmsg).
   std::optional<KernelLogPosition> kernelLog() const;
 
   std::optional<ProcessActivity> activity(pid_t tgid) const;

@@ -195,6 +195,15 @@ TEST(ProverBudget, AProverKilledBeforeAnySampleSawItTellsWhereItRuns) {
   EXPECT_EQ(b.cgroup(), "/proving/prover");
 }
 
+TEST(ProverBudget, AKillFoundAfterTheFactDoesNotSayWhereTheProverRunsNow) {
+  ProvingHost s;
+  ProverBudget b(s.cfg, rules({"prover=comm:cuzk"}), {});
+  OomEvent old = proverKilled(kSecond);
+  old.found_after = "kernel_log";  // of long ago, found in the kernel's log at the agent's start
+  EXPECT_FALSE(b.onOomKill(old, nullptr, RoleMatcher(rules({"prover=comm:cuzk"}))));
+  EXPECT_EQ(b.cgroup(), "") << "no cgroup adopted from it";
+}
+
 TEST(ProverBudget, ReadOnlyItLearnsInMemoryAndWritesNothing) {
   ProvingHost s;
   ProverBudget::Options ro;

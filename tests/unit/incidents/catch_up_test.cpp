@@ -66,7 +66,7 @@ TEST(CatchUp, AKillOfTheLogIsJournaledOnceHoweverOftenItIsFound) {
   for (int start = 0; start < 3; ++start) {
     AgentRun a(t);
     a.kills.sensorsStarted({logged(100, 4242, 5'000'000'000), logged(180, 4343, 9'000'000'000)},
-                           KernelLogStart{true, 0, 300}, kKernelNames);
+                           KernelLogPosition{true, 0, 300}, kKernelNames);
     EXPECT_EQ(a.kills.catchUp().found.count("kernel_log") ? a.kills.catchUp().found.at("kernel_log") : 0,
               start == 0 ? 2U : 0U)
         << start;
@@ -82,7 +82,7 @@ TEST(CatchUp, AKillOfTheLogIsJournaledOnceHoweverOftenItIsFound) {
   EXPECT_TRUE(r[0]["flight"]["points"].empty() || r[0]["flight"]["points"].back().value("at_kill", false));
   // The same sequence number in another boot is another kill.
   AgentRun other(t, JournalCatchUp::kBoot, "boot-2");
-  other.kills.sensorsStarted({logged(100, 4242, 5'000'000'000)}, KernelLogStart{true, 0, 300}, kKernelNames);
+  other.kills.sensorsStarted({logged(100, 4242, 5'000'000'000)}, KernelLogPosition{true, 0, 300}, kKernelNames);
   EXPECT_EQ(records(t).size(), 3U);
 }
 
@@ -90,7 +90,7 @@ TEST(CatchUp, ALiveRecordWithoutASequenceNumberIsKnownByItsVictimAndTime) {
   FixtureTree t;
   {
     AgentRun a(t);
-    a.kills.sensorsStarted({}, KernelLogStart{true, 0, 10}, kKernelNames);
+    a.kills.sensorsStarted({}, KernelLogPosition{true, 0, 10}, kKernelNames);
     OomEvent bpf_only = testing::proverKill(7'000'000'000, 512 * kMiB, 2 * kMiB);  // BPF's word alone
     bpf_only.id = 1;
     a.kills.take(bpf_only, kKernelNames);
@@ -98,7 +98,7 @@ TEST(CatchUp, ALiveRecordWithoutASequenceNumberIsKnownByItsVictimAndTime) {
   AgentRun b(t);
   // Its report, found in the ring: the same victim 0.3 s away on the kernel's clock.
   OomEvent again = logged(50, 100, 7'300'000'000);
-  b.kills.sensorsStarted({again}, KernelLogStart{true, 0, 60}, kKernelNames);
+  b.kills.sensorsStarted({again}, KernelLogPosition{true, 0, 60}, kKernelNames);
   EXPECT_EQ(records(t).size(), 1U);
   EXPECT_EQ(b.kills.catchUp().already_journaled, 1U);
 }
@@ -109,7 +109,7 @@ TEST(CatchUp, AnIncidentBegunAndNeverCompletedIsRecordedByTheNextAgentOnce) {
   first_word.id = 7;
   {
     AgentRun a(t);
-    a.kills.sensorsStarted({}, KernelLogStart{true, 0, 10}, kKernelNames);
+    a.kills.sensorsStarted({}, KernelLogPosition{true, 0, 10}, kKernelNames);
     a.kills.begin(first_word, kKernelNames);
     // Killed here: no take(), no stop().
   }
@@ -120,7 +120,7 @@ TEST(CatchUp, AnIncidentBegunAndNeverCompletedIsRecordedByTheNextAgentOnce) {
   {
     // The next agent: the log still holds the kill's report (the same victim, a moment later).
     AgentRun b(t);
-    b.kills.sensorsStarted({logged(20, 100, 8'100'000'000)}, KernelLogStart{true, 0, 40}, kKernelNames);
+    b.kills.sensorsStarted({logged(20, 100, 8'100'000'000)}, KernelLogPosition{true, 0, 40}, kKernelNames);
     const auto r = records(t);
     ASSERT_EQ(r.size(), 1U) << "the in-flight record and the log's report are one kill";
     EXPECT_EQ(r[0]["found_after"]["how"], "in_flight");
@@ -131,7 +131,7 @@ TEST(CatchUp, AnIncidentBegunAndNeverCompletedIsRecordedByTheNextAgentOnce) {
     EXPECT_TRUE((*after)->in_flight.empty());
   }
   AgentRun c(t);
-  c.kills.sensorsStarted({logged(20, 100, 8'100'000'000)}, KernelLogStart{true, 0, 40}, kKernelNames);
+  c.kills.sensorsStarted({logged(20, 100, 8'100'000'000)}, KernelLogPosition{true, 0, 40}, kKernelNames);
   EXPECT_EQ(records(t).size(), 1U);
 }
 
@@ -171,7 +171,7 @@ TEST(CatchUp, RestartsTakesOnlyWhatCameSinceTheLastAgentsRead) {
   FixtureTree t;
   {
     AgentRun fresh(t, JournalCatchUp::kRestarts);  // no state yet: nothing of the log is wanted
-    fresh.kills.sensorsStarted({logged(10, 4242, 1'000'000'000)}, KernelLogStart{true, 0, 100}, kKernelNames);
+    fresh.kills.sensorsStarted({logged(10, 4242, 1'000'000'000)}, KernelLogPosition{true, 0, 100}, kKernelNames);
     EXPECT_EQ(fresh.kills.catchUp().not_asked, 1U);
     EXPECT_EQ(fresh.kills.catchUp().unread_records, 0U);
     fresh.kills.kernelLogSettled(150);
@@ -182,7 +182,7 @@ TEST(CatchUp, RestartsTakesOnlyWhatCameSinceTheLastAgentsRead) {
     AgentRun next(t, JournalCatchUp::kRestarts);
     next.kills.sensorsStarted(
         {logged(10, 4242, 1'000'000'000), logged(120, 4343, 2'000'000'000), logged(160, 4444, 3'000'000'000)},
-        KernelLogStart{true, 0, 200}, kKernelNames);
+        KernelLogPosition{true, 0, 200}, kKernelNames);
     const auto r = records(t);
     ASSERT_EQ(r.size(), 1U) << "before the last agent's read: seen by it";
     EXPECT_EQ(r[0]["event"]["kernel_log_seq"], 160);
@@ -190,7 +190,7 @@ TEST(CatchUp, RestartsTakesOnlyWhatCameSinceTheLastAgentsRead) {
   }
   // A state of another boot: all of this one is wanted.
   AgentRun rebooted(t, JournalCatchUp::kRestarts, "boot-2");
-  rebooted.kills.sensorsStarted({logged(5, 4545, 1'000'000'000)}, KernelLogStart{true, 0, 30}, kKernelNames);
+  rebooted.kills.sensorsStarted({logged(5, 4545, 1'000'000'000)}, KernelLogPosition{true, 0, 30}, kKernelNames);
   EXPECT_EQ(records(t).size(), 2U);
 }
 
@@ -198,7 +198,7 @@ TEST(CatchUp, ARingThatWrappedIsCounted) {
   FixtureTree t;
   {
     AgentRun a(t);
-    a.kills.sensorsStarted({}, KernelLogStart{true, 0, 500}, kKernelNames);
+    a.kills.sensorsStarted({}, KernelLogPosition{true, 0, 500}, kKernelNames);
     EXPECT_EQ(a.kills.catchUp().unread_records, 0U);
     a.kills.kernelLogSettled(900);
     a.kills.stop();
@@ -206,7 +206,7 @@ TEST(CatchUp, ARingThatWrappedIsCounted) {
   {
     // The ring now starts at 1500: records 900..1499 were never read.
     AgentRun b(t);
-    b.kills.sensorsStarted({}, KernelLogStart{true, 1500, 2000}, kKernelNames);
+    b.kills.sensorsStarted({}, KernelLogPosition{true, 1500, 2000}, kKernelNames);
     EXPECT_EQ(b.kills.catchUp().unread_records, 600U);
     AgentSelf self;
     b.kills.addFigures(self);
@@ -215,7 +215,7 @@ TEST(CatchUp, ARingThatWrappedIsCounted) {
   // Without a state of this boot: every record before the ring's start.
   std::filesystem::remove(stateFile(t));
   AgentRun c(t);
-  c.kills.sensorsStarted({}, KernelLogStart{true, 1500, 2000}, kKernelNames);
+  c.kills.sensorsStarted({}, KernelLogPosition{true, 1500, 2000}, kKernelNames);
   EXPECT_EQ(c.kills.catchUp().unread_records, 1500U);
 }
 
@@ -265,7 +265,7 @@ TEST(CatchUp, WithAKernelSourceTheCountersTellOnlyWhatTheLogLost) {
     testing::provingHostV1(t);
     {
       AgentRun a(t);
-      a.kills.sensorsStarted({}, KernelLogStart{true, 0, 100}, kKernelNames);
+      a.kills.sensorsStarted({}, KernelLogPosition{true, 0, 100}, kKernelNames);
       a.kills.sample(counted(t, 0, 1'000'000'000), std::nullopt, kKernelNames);
       a.kills.kernelLogSettled(100);
       a.kills.stop();
@@ -273,7 +273,7 @@ TEST(CatchUp, WithAKernelSourceTheCountersTellOnlyWhatTheLogLost) {
     // Two kills while no agent ran; the log shows one of them (the other lost when it wrapped).
     AgentRun b(t);
     b.kills.sensorsStarted({logged(wrapped ? 400 : 150, 100, 5'000'000'000)},
-                           KernelLogStart{true, wrapped ? 300U : 0U, 500}, kKernelNames);
+                           KernelLogPosition{true, wrapped ? 300U : 0U, 500}, kKernelNames);
     b.kills.sample(counted(t, wrapped ? 2 : 1, 9'000'000'000), std::nullopt, kKernelNames);
     const auto r = records(t);
     ASSERT_EQ(r.size(), wrapped ? 2U : 1U) << wrapped;
