@@ -181,6 +181,12 @@ int run(int argc, char** argv) {
   run_cmd->add_option(
       "--self-report", run_opts.self_report,
       "A file where the prover writes how much memory it believes it uses (bytes, a size, or JSON used_bytes)");
+  run_cmd->add_option("--on-warning", run_opts.on_warning,
+                      "When the prover's cgroup is warned of a coming OOM kill: a shell command (the situation as JSON "
+                      "on its stdin and in $HEADROOM_WARNING), signal:USR1 (signals the prover), or an http(s):// URL "
+                      "to POST the JSON to");
+  run_cmd->add_option("--warning-eta", run_opts.warning_eta, "Warn when the time to OOM drops under this")
+      ->capture_default_str();
   bool run_no_bpf = false;
   run_cmd->add_flag("--no-bpf", run_no_bpf, "No BPF sensors: OOM kills from the cgroup's counter and /dev/kmsg");
   run_cmd->add_option("--sample-interval", run_opts.sample_interval, "How often the prover is sampled while it runs")

@@ -72,6 +72,14 @@ Result<SupervisorConfig> supervisorConfig(const RunOptions& o) {
   }
   c.self_report = o.self_report;
   c.bpf = o.bpf;
+  auto hook = parseWarningHook(o.on_warning);
+  if (!hook) return badInput(fmt::format("--on-warning \"{}\": {}", o.on_warning.substr(0, 64), hook.error().message));
+  c.warning.on_warning = o.on_warning;
+  auto eta = duration("--warning-eta", o.warning_eta);
+  if (!eta) return eta.error();
+  c.warning.eta = *eta;
+  if (auto st = validate(c.warning); !st)
+    return badInput(fmt::format("--warning-eta \"{}\": must be at least 1s", o.warning_eta));
   return c;
 }
 

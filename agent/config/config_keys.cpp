@@ -331,6 +331,39 @@ std::vector<KeySpec> makeSpecs() {
                        return ok();
                      }));
 
+  // [warning]: the time to OOM and the warning before a kill (docs/warnings.md).
+  auto warningDuration = [](std::string name, std::string help, std::chrono::milliseconds WarningSettings::*field) {
+    return scalar(std::move(name), "duration", std::move(help),
+                  [field](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                    auto d = durationOf(v.front());
+                    if (!d) return d.error();
+                    WarningSettings w = c.warning;
+                    w.*field = *d;
+                    if (auto st = validate(w); !st) return v.front().fail(policyReason(st.error().message));
+                    c.warning = w;
+                    return ok();
+                  });
+  };
+  k.push_back(boolKey("warning.enabled", "forecast each cgroup's time to OOM and warn before the kill",
+                      [](AgentConfig& c, bool b) { c.warning.enabled = b; }));
+  k.push_back(warningDuration("warning.eta", "warn when a cgroup's time to OOM drops under this (1s..)",
+                              &WarningSettings::eta));
+  k.push_back(warningDuration("warning.window", "the growth's trend is taken over this window (5s..10m)",
+                              &WarningSettings::window));
+  k.push_back(warningDuration("warning.fast_interval", "a cgroup near its bound is read this often (100ms..10s)",
+                              &WarningSettings::fast_interval));
+  k.push_back(scalar("warning.on_warning", "string",
+                     "when the prover's cgroup is warned: a shell command, signal:NAME, or an http(s):// URL to POST "
+                     "to; \"\": none",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto s = stringOf(v.front(), R"(must be a command, "signal:USR1" or an http(s):// URL)");
+                       if (!s) return s.error();
+                       auto h = parseWarningHook(*s);
+                       if (!h) return v.front().fail(policyReason(h.error().message));
+                       c.warning.on_warning = std::move(*s);
+                       return ok();
+                     }));
+
   const BudgetPolicy d;
   k.push_back(boolKey("budget.enabled", "compute the prover's budget and serve it on /v1/budget",
                       [](AgentConfig& c, bool b) { c.budget.enabled = b; }));
@@ -403,6 +436,9 @@ std::vector<KeySpec> makeSpecs() {
   k.push_back(durationKey("budget.growth_window",
                           "neighbours' growth and the overhead's peak are taken over this window",
                           &BudgetPolicy::growth_window));
+  k.push_back(durationKey("budget.forecast_horizon",
+                          "keep back what the neighbours' steady growth takes over this horizon (0..1h; 0: off)",
+                          &BudgetPolicy::forecast_horizon));
   k.push_back(durationKey("budget.probe_max_age", "a probe (POST /v1/probe) older than this no longer caps the budget",
                           &BudgetPolicy::probe_max_age));
   k.push_back(

@@ -54,6 +54,7 @@ nlohmann::json budgetDocument(const BudgetDecision& d, const ControllerState& le
       {"tightest_bound", d.tightest},
       {"room_bytes", d.room},
       {"neighbour_growth_bytes", d.neighbour_growth},
+      {"forecast_growth_bytes", d.forecast_growth},
       {"overhead_growth_bytes", d.overhead_growth},
       {"probe_cap_bytes", optionalBytes(d.probe_cap)},
       {"capped_by_probe", d.capped_by_probe},

@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "headroom/model/oom_forecast.h"
 #include "headroom/util/json.h"
 #include "headroom/util/units.h"
 
@@ -31,6 +32,7 @@ std::uint64_t add(std::uint64_t a, std::uint64_t b) {
 // Ticks kept for the growth window, whatever its length says: bounded memory.
 constexpr std::size_t kMaxTicks = 4096;
 constexpr std::size_t kMaxBoundsTracked = 32;
+constexpr std::size_t kForecastPoints = 4;  // ticks a neighbours' trend needs
 
 }  // namespace
 
@@ -47,6 +49,8 @@ Status validate(const BudgetPolicy& p) {
   if (p.give_back_after < 1) return bad("give_back_after = 0: at least 1 (clean runs before margin is given back)");
   if (p.clean_period.count() <= 0)
     return bad(fmt::format("clean_period = {} ms: must be positive", p.clean_period.count()));
+  if (p.forecast_horizon.count() < 0 || p.forecast_horizon > std::chrono::hours(1))
+    return bad(fmt::format("forecast_horizon = {} ms: must be between 0 and 1h", p.forecast_horizon.count()));
   if (p.growth_window.count() < 0)
     return bad(fmt::format("growth_window = {} ms: must not be negative", p.growth_window.count()));
   if (p.probe_max_age.count() <= 0)
@@ -100,18 +104,32 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
   d.overhead_growth = overhead_peak - in.overhead;
 
   // The tightest bound, once each bound's room is less what its neighbours may grow by again.
+  // Ahead of the kill: what the neighbours' (and the kernel's) steady growth will take over the
+  // forecast horizon, when their trend can be trusted (model/oom_forecast.h's rule).
+  const std::int64_t ahead_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(policy_.forecast_horizon).count();
   const BudgetBound* tightest = nullptr;
-  std::uint64_t tightest_growth = 0;
+  std::uint64_t tightest_growth = 0, tightest_forecast = 0;
   for (const BudgetBound& b : in.bounds) {
     std::uint64_t low = b.neighbours;
+    std::vector<std::pair<std::int64_t, double>> trend_points;
     for (const Tick& t : window_) {
-      if (auto it = t.neighbours.find(b.name); it != t.neighbours.end()) low = std::min(low, it->second);
+      auto it = t.neighbours.find(b.name);
+      if (it == t.neighbours.end()) continue;
+      low = std::min(low, it->second);
+      if (in.time_ns - t.time_ns <= 2 * ahead_ns) trend_points.emplace_back(t.time_ns, static_cast<double>(it->second));
     }
-    std::uint64_t growth = b.neighbours - low;
+    std::uint64_t forecast = 0;
+    if (ahead_ns > 0 && trend_points.size() >= kForecastPoints) {
+      const Trend tr = robustTrend(trend_points);
+      if (tr.slope > 0 && tr.agreement >= ForecastPolicy{}.min_agreement)
+        forecast = static_cast<std::uint64_t>(tr.slope * static_cast<double>(ahead_ns) / 1e9);
+    }
+    std::uint64_t growth = std::max(b.neighbours - low, forecast);
     std::uint64_t room = sub(b.room(), growth);
     if (tightest == nullptr || room < d.room) {
       tightest = &b;
       tightest_growth = growth;
+      tightest_forecast = forecast;
       d.room = room;
     }
   }
@@ -124,15 +142,21 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
   } else {
     d.tightest = tightest->name;
     d.neighbour_growth = tightest_growth;
+    d.forecast_growth = tightest_forecast;
     std::uint64_t gross = add(in.prover_usage, d.room);
     std::uint64_t keep = add(d.overhead_growth, margin);
     computed = sub(gross, keep);
     computed_reason = fmt::format(
-        "{} = prover usage {} + room {} under {} ({} {} - usage {} + reclaimable {} - neighbours' growth {}) - "
+        "{} = prover usage {} + room {} under {} ({} {} - usage {} + reclaimable {} - neighbours' growth {}{}) - "
         "overhead growth {} - margin {} ({})",
         formatBytes(computed), formatBytes(in.prover_usage), formatBytes(d.room), tightest->name, tightest->kind,
         formatBytes(tightest->limit), formatBytes(tightest->usage), formatBytes(tightest->reclaimable),
-        formatBytes(tightest_growth), formatBytes(d.overhead_growth), formatBytes(margin), margin_source);
+        formatBytes(tightest_growth),
+        tightest_forecast > 0 && tightest_forecast >= tightest_growth
+            ? fmt::format(", the growth coming in the next {:.0f} s at their steady trend",
+                          static_cast<double>(ahead_ns) / 1e9)
+            : std::string(),
+        formatBytes(d.overhead_growth), formatBytes(margin), margin_source);
     if (in.probe) {
       std::int64_t age = in.time_ns - in.probe->time_ns;
       std::int64_t max_age = std::chrono::duration_cast<std::chrono::nanoseconds>(policy_.probe_max_age).count();

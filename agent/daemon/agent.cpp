@@ -20,6 +20,7 @@
 #include <iterator>
 
 #include "headroom/controller/prover_budget.h"
+#include "headroom/daemon/early_warning.h"
 #include "headroom/daemon/http_api.h"
 #include "headroom/exporter/exporter.h"
 #include "headroom/incidents/kill_path.h"
@@ -132,8 +133,11 @@ struct Agent::Impl {
         budget_(cfg_.budget, cfg_.role_rules, ProverBudget::Options{}),
         kills_(exporter_, budget_, thisHost(self_fs_)),
         api_(exporter_, kills_.board(), std::move(probe_command), std::move(probe_unavailable)),
-        names_(std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads)) {
+        names_(std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads)),
+        early_(*source_.fs, source_.collector->hierarchy(), cfg_.warning),
+        hook_(*parseWarningHook(cfg_.warning.on_warning)) {  // validated with the config
     self_.start_time_seconds = unixSeconds();
+    kills_.setWarningOf([this](const OomEvent& e, const std::string& cgroup) { return warningAtKill(e, cgroup); });
     g_wake_fd = wake_.get();
     api_.setWakeFd(wake_.get());
   }
@@ -160,6 +164,13 @@ struct Agent::Impl {
   std::size_t consumeEvents();
   void reload();
   void updateSelf();
+  // The early warning: what its changes set off (the log, the events, the metrics, the prover's
+  // hook), its fast readings between samples (true when a warning started: sample at once), and
+  // whether a kill was warned of.
+  void warnings(const Snapshot* snap);
+  bool fastTick();
+  void hookOutcomes();
+  std::optional<nlohmann::json> warningAtKill(const OomEvent& e, const std::string& cgroup);
   SensorCounters counters() const;  // monotonic across sensor restarts
 
   AgentSetup setup_;
@@ -178,6 +189,11 @@ struct Agent::Impl {
   ProcessCache processes_{pssPolicyOf(cfg_)};
   CgroupFileCache cgroup_files_;             // the watched cgroups' files, held open between samples
   std::unique_ptr<WorkloadResolver> names_;  // the workloads' names, learnt as cgroups come
+  EarlyWarning early_;                       // time to OOM per bound, and the warnings
+  WarningHook hook_;                         // warning.on_warning
+  HookRunner hooks_;
+  std::shared_ptr<const Snapshot> last_snap_;
+  bool warning_started_ = false;
   AgentSelf self_;
   WarnOnce once_;
   std::optional<SelfReportSource> self_src_;
@@ -349,6 +365,8 @@ void Agent::Impl::reload() {
   if (cfg->pss_max_age != cfg_.pss_max_age || cfg->pss_step != cfg_.pss_step)
     processes_ = ProcessCache(pssPolicyOf(*cfg));
   budget_.reconfigure(cfg->budget, cfg->role_rules);
+  early_.configure(cfg->warning);
+  hook_ = *parseWarningHook(cfg->warning.on_warning);  // validated with the config
   if (server_ && cfg->web != cfg_.web) {
     // The file was read and checked with the config; its certificates are loaded here.
     if (auto st = server_->setWebConfig(cfg->web); !st) {
@@ -414,6 +432,84 @@ SensorCounters Agent::Impl::counters() const {
   return c;
 }
 
+std::optional<nlohmann::json> Agent::Impl::warningAtKill(const OomEvent& e, const std::string& cgroup) {
+  if (!early_.enabled()) return std::nullopt;
+  const std::string bound = e.global ? "host" : cgroup;
+  WarningVerdict v = early_.killed(bound, e.monotonic_time_ns);
+  spdlog::info("OOM kill in {}: {}", bound, v.text);
+  return toJson(v);
+}
+
+void Agent::Impl::warnings(const Snapshot* snap) {
+  for (const WarningEpisode& w : early_.takeChanges()) {
+    const bool started = !w.ended_ns;
+    const OomEta& e = started ? w.at_start : w.latest;
+    nlohmann::json j = toJson(w);
+    j["state"] = started ? "started" : "ended";
+    std::string message;
+    if (started) {
+      warning_started_ = true;
+      exporter_.countWarning(w.bound);
+      std::string growers;
+      for (const Grower& g : e.growers)
+        growers += fmt::format("{}pid {} {} +{}/s", growers.empty() ? "; growing: " : ", ", g.pid, g.comm,
+                               formatBytes(static_cast<std::uint64_t>(g.growth_bytes_per_second)));
+      message = fmt::format("OOM warning: {} runs out of memory in ~{:.0f} s: {} held of {} (+{}/s, confidence {}{}){}",
+                            w.bound, e.eta_seconds.value_or(0), formatBytes(e.held), formatBytes(e.limit),
+                            formatBytes(static_cast<std::uint64_t>(std::max(0.0, e.growth_bytes_per_second))),
+                            toString(e.confidence),
+                            e.signals.empty() ? "" : "; " + fmt::format("{}", fmt::join(e.signals, ", ")), growers);
+      spdlog::warn("{}", message);
+    } else {
+      message = fmt::format("OOM warning over for {}: {} after {:.1f} s", w.bound, w.end_reason,
+                            static_cast<double>(*w.ended_ns - w.started_ns) / 1e9);
+      spdlog::info("{}", message);
+    }
+    j["message"] = message;
+    kills_.announce(j);
+    if (!started || hook_.kind == WarningHook::Kind::kNone) continue;
+    // The hook is the prover's: for a warning of a bound of the prover's cgroup.
+    const std::string prover = budget_.cgroup();
+    const CgroupSnapshot* pc = snap != nullptr && !prover.empty() ? snap->findCgroup(prover) : nullptr;
+    if (pc == nullptr) {
+      once_.say("warning-hook", fmt::format("warning.on_warning: {} is warned, and no prover cgroup is known to "
+                                            "tell (a prover role rule or budget.cgroup says which)",
+                                            w.bound));
+      continue;
+    }
+    if (std::none_of(pc->bounds.begin(), pc->bounds.end(), [&](const Bound& b) { return b.name == w.bound; })) continue;
+    std::vector<pid_t> provers, all;
+    for (const ProcessSnapshot& p : snap->processes) {
+      if (!cgroupIsWithin(p.cgroup.str(), prover)) continue;
+      all.push_back(p.sample.pid);
+      if (p.role == Role::kProver) provers.push_back(p.sample.pid);
+    }
+    nlohmann::json situation = j;
+    situation["cgroup"] = prover;
+    spdlog::info("warning.on_warning: telling the prover in {} ({})", prover, hook_.text);
+    hooks_.fire(hook_, situation, provers.empty() ? all : provers);
+  }
+  api_.publishWarnings(early_.document(snap));
+}
+
+bool Agent::Impl::fastTick() {
+  if (!early_.tick(cgroup_files_)) return false;
+  for (auto& [cgroup, point] : early_.takeFastPoints()) kills_.flyFast(cgroup, std::move(point));
+  warning_started_ = false;
+  warnings(last_snap_.get());
+  return std::exchange(warning_started_, false);
+}
+
+void Agent::Impl::hookOutcomes() {
+  for (const HookRunner::Outcome& o : hooks_.poll()) {
+    exporter_.countWarningHook(o.ok ? "ok" : "failed");
+    if (o.ok)
+      spdlog::info("warning.on_warning {}: {}", o.hook, o.detail);
+    else
+      spdlog::warn("warning.on_warning {}: {}", o.hook, o.detail);
+  }
+}
+
 void Agent::Impl::sample() {
   auto t0 = Clock::now();
   last_sample_start_ = t0;
@@ -472,6 +568,21 @@ void Agent::Impl::sample() {
   std::shared_ptr<const Snapshot> snap = buildSnapshot(std::move(*raw), roles_, std::move(readings));
   readSelfReport();
   kills_.sample(snap, self_reported_, sensors_->status());
+  early_.sample(*snap);
+  std::vector<Exporter::Forecast> forecasts;
+  if (early_.enabled()) {
+    for (const CgroupSnapshot& c : snap->cgroups) {
+      auto e = early_.etaOf(c);
+      if (!e) continue;
+      const bool trusted = e->confidence >= Confidence::kMedium;
+      forecasts.push_back(Exporter::Forecast{c.memory.path, trusted ? e->eta_seconds : std::nullopt,
+                                             e->growth_bytes_per_second, confidenceRatio(e->confidence),
+                                             early_.warningFor(c.bounds) != nullptr});
+    }
+  }
+  exporter_.recordForecasts(std::move(forecasts));
+  warnings(snap.get());
+  last_snap_ = snap;
   auto budget = updateBudget(*snap);
 
   ++self_.samples_total;
@@ -528,7 +639,7 @@ Status Agent::Impl::run() {
         server_->address(), cfg_.probe_enabled ? " and can run probes" : "");
   const CgroupHierarchy& h = source_.collector->hierarchy();
   spdlog::info(
-      "headroom {} serving on {}://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms{}), cgroup v{} "
+      "headroom {} serving on {}://{} (/metrics /healthz /v1/snapshot /v1/budget /v1/ooms /v1/warnings{}), cgroup v{} "
       "memory at {}",
       kVersion, server_->tls() ? "https" : "http", server_->address(), cfg_.probe_enabled ? ", POST /v1/probe" : "",
       h.version(), source_.fs->display(h.mount().mount_point));
@@ -565,11 +676,12 @@ Status Agent::Impl::run() {
     }
     // Asleep until the next sample (or watchdog ping), unless a record, a signal or the API
     // (a probe done) wakes it: one wakeup a sample when nothing happens.
-    auto until = next_sample;
+    auto until = std::min(next_sample, early_.nextDue());
     if (watchdog) until = std::min(until, next_watchdog);
+    if (hooks_.running() > 0) until = std::min(until, Clock::now() + std::chrono::milliseconds(100));
     auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
     wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(60'000));
-    sensors_->poll(static_cast<int>(wait.count()), wake_.get());
+    sensors_->poll(static_cast<int>(wait.count()), wake_.get(), early_.fd());
     // An OOM kill shows on the next scrape, not an interval later; a storm of them does not
     // make the agent sample without pause (at most one extra sample a second).
     if (consumeEvents() > 0)
@@ -577,6 +689,12 @@ Status Agent::Impl::run() {
           std::min(next_sample, last_sample_start_ + std::min<Clock::duration>(cfg_.interval, std::chrono::seconds(1)));
     // The prover was OOM-killed: its grown margin is published now, not an interval later.
     if (budget_.takeGrown()) next_sample = Clock::now();
+    // A warning that starts is published (metrics, budget) at once; while one is in force the
+    // whole picture is sampled at least every second.
+    if (fastTick()) next_sample = Clock::now();
+    if (!early_.forecaster().active().empty())
+      next_sample = std::min(next_sample, last_sample_start_ + std::chrono::seconds(1));
+    hookOutcomes();
   }
   spdlog::info("stopping: detaching the sensors");
   notify("STOPPING=1");

@@ -39,6 +39,20 @@ HttpApi::HttpApi(Exporter& exporter, const KillBoard& kills, std::vector<std::st
       probe_unavailable_(std::move(probe_unavailable)),
       started_mono_ns_(monotonicNs()) {}
 
+namespace {
+
+// "?lmit=5" is a mistake to say, not a parameter to ignore.
+std::optional<std::string> unknownParameter(const HttpQuery& q, std::initializer_list<std::string_view> known) {
+  for (const auto& [k, v] : q) {
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      return known.size() == 0 ? fmt::format("unknown parameter {} (it takes none)", k)
+                               : fmt::format("unknown parameter {} (known: {})", k, fmt::join(known, ", "));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::map<std::string, HttpHandler> HttpApi::getRoutes() {
   std::map<std::string, HttpHandler> r;
   r["/metrics"] = [this](const HttpQuery&) { return metrics(); };
@@ -46,6 +60,11 @@ std::map<std::string, HttpHandler> HttpApi::getRoutes() {
   r["/v1/snapshot"] = [this](const HttpQuery&) { return snapshot(); };
   r["/v1/ooms"] = [this](const HttpQuery& q) { return ooms(q); };
   r["/v1/budget"] = [this](const HttpQuery&) { return budget(); };
+  r["/v1/warnings"] = [this](const HttpQuery& q) {
+    if (auto bad = unknownParameter(q, {})) return jsonResponse(400, {{"error", *bad}});
+    std::lock_guard lock(mu_);
+    return jsonResponse(200, warnings_);
+  };
   r["/v1/probe"] = [](const HttpQuery&) {
     return jsonResponse(405, {{"error", "POST /v1/probe runs a probe (when probe.enabled)"}});
   };
@@ -154,23 +173,15 @@ HttpResponse HttpApi::healthz() const {
   return jsonResponse(status, j);
 }
 
+void HttpApi::publishWarnings(nlohmann::json document) {
+  std::lock_guard lock(mu_);
+  warnings_ = std::move(document);
+}
+
 HttpResponse HttpApi::budget() const {
   std::lock_guard lock(mu_);
   return budget_;
 }
-
-namespace {
-
-// "?lmit=5" is a mistake to say, not a parameter to ignore.
-std::optional<std::string> unknownParameter(const HttpQuery& q, std::initializer_list<std::string_view> known) {
-  for (const auto& [k, v] : q) {
-    if (std::find(known.begin(), known.end(), k) == known.end())
-      return fmt::format("unknown parameter {} (known: {})", k, fmt::join(known, ", "));
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 HttpResponse HttpApi::snapshot() const {
   std::shared_ptr<const Snapshot> snap;

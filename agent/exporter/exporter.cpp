@@ -21,6 +21,7 @@
 #include <cassert>
 #include <exception>
 #include <initializer_list>
+#include <limits>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -567,6 +568,9 @@ struct Exporter::State {
   };
   std::optional<Budget> budget;
   std::map<std::pair<std::string, std::string>, double> margin_changes;  // {cgroup, reason}
+  std::vector<Forecast> forecasts;
+  std::map<std::string, double> warnings;       // by cgroup, for the agent's lifetime (capped)
+  std::map<std::string, double> warning_hooks;  // by outcome
   // The series from one update to the next: used by update() alone, under update_mu (not mu_,
   // so that a scrape never waits for an update).
   std::mutex update_mu;
@@ -593,6 +597,23 @@ void Exporter::countMarginChange(const std::string& cgroup, const std::string& r
   auto key = std::make_pair(cgroup, reason);
   if (changes.size() >= kMaxSets && !changes.contains(key)) key.first = std::string(kOther);
   changes[key] += 1;
+}
+
+void Exporter::recordForecasts(std::vector<Forecast> forecasts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->forecasts = std::move(forecasts);
+}
+
+void Exporter::countWarning(const std::string& cgroup) {
+  constexpr std::size_t kMaxSets = 256;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& w = state_->warnings;
+  w[w.size() >= kMaxSets && !w.contains(cgroup) ? std::string(kOther) : cgroup] += 1;
+}
+
+void Exporter::countWarningHook(const std::string& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->warning_hooks[outcome] += 1;
 }
 
 void Exporter::recordProbe(const std::string& cgroup, const ProbeFigures& figures) {
@@ -646,6 +667,9 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
   decltype(State::probe_outcomes) probe_outcomes;
   decltype(State::budget) budget;
   decltype(State::margin_changes) margin_changes;
+  decltype(State::forecasts) forecasts;
+  decltype(State::warnings) warnings;
+  decltype(State::warning_hooks) warning_hooks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     limits = limits_;
@@ -655,6 +679,9 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     probe_outcomes = state_->probe_outcomes;
     budget = state_->budget;
     margin_changes = state_->margin_changes;
+    forecasts = state_->forecasts;
+    warnings = state_->warnings;
+    warning_hooks = state_->warning_hooks;
   }
   // No exception (an allocation, a format) may leave the sampling path.
   try {
@@ -700,6 +727,15 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     for (const auto& [key, n] : margin_changes)
       sink.add(kMarginChanges, labelsOf(key.first, workloadOf(key.first)), {key.second}, n);
     for (const auto& [outcome, n] : probe_outcomes) sink.add(kProbes, {outcome}, n);
+    for (const Forecast& f : forecasts) {
+      const CgroupLabels cg = labelsOf(f.cgroup, workloadOf(f.cgroup));
+      sink.add(kCgroupOomEta, cg, f.eta_seconds.value_or(std::numeric_limits<double>::infinity()));
+      sink.add(kCgroupOomWarning, cg, f.warning ? 1 : 0);
+      sink.add(kCgroupGrowth, cg, f.growth_bytes_per_second);
+      sink.add(kCgroupEtaConfidence, cg, f.confidence);
+    }
+    for (const auto& [cgroup, n] : warnings) sink.add(kOomWarnings, labelsOf(cgroup, workloadOf(cgroup)), n);
+    for (const auto& [outcome, n] : warning_hooks) sink.add(kWarningHooks, {outcome}, n);
     for (const auto& [cgroup, p] : probes) {
       const CgroupLabels cg = labelsOf(cgroup, workloadOf(cgroup));
       sink.add(kProbeAllocatable, cg, p.allocatable_bytes);

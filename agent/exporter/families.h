@@ -87,6 +87,13 @@ inline constexpr const char* kCgroupOomKills = "headroom_cgroup_oom_kills_total"
 inline constexpr const char* kCgroupLimitHits = "headroom_cgroup_limit_hits_total";
 inline constexpr const char* kCgroupPressure = "headroom_cgroup_pressure_seconds_total";
 inline constexpr const char* kCgroupProcesses = "headroom_cgroup_processes";
+// Time to OOM and warnings.
+inline constexpr const char* kCgroupOomEta = "headroom_cgroup_oom_eta_seconds";
+inline constexpr const char* kCgroupOomWarning = "headroom_cgroup_oom_warning";
+inline constexpr const char* kCgroupGrowth = "headroom_cgroup_unreclaimable_growth_bytes_per_second";
+inline constexpr const char* kCgroupEtaConfidence = "headroom_cgroup_oom_eta_confidence";
+inline constexpr const char* kOomWarnings = "headroom_oom_warnings_total";
+inline constexpr const char* kWarningHooks = "headroom_oom_warning_hooks_total";
 // Processes, grouped by (cgroup, role, comm).
 inline constexpr const char* kProcRss = "headroom_process_rss_bytes";
 inline constexpr const char* kProcPss = "headroom_process_pss_bytes";

@@ -167,6 +167,18 @@ std::vector<MetricInfo> buildCatalog() {
       {kCgroupPressure, kC, with({"kind"}),
        "Memory pressure stall time of the cgroup (v2 memory.pressure total), in seconds."},
       {kCgroupProcesses, kG, cg, "Processes in the cgroup and its descendants."},
+      // time to OOM
+      {kCgroupOomEta, kG, cg,
+       "Seconds until the cgroup's nearest bound runs out at the present growth of what cannot be reclaimed (+Inf "
+       "when not growing toward it)."},
+      {kCgroupOomWarning, kG, cg, "1 while an OOM warning is in force for the cgroup (docs/warnings.md)."},
+      {kCgroupGrowth, kG, cg,
+       "Growth of what the kernel cannot reclaim under the cgroup's nearest bound (a robust trend), in bytes per "
+       "second."},
+      {kCgroupEtaConfidence, kG, cg,
+       "How far the time to OOM can be trusted: 0 none, 0.33 low, 0.67 medium, 1 high (warnings need medium)."},
+      {kOomWarnings, kC, cg, "OOM warnings given for the cgroup's bound (one per episode)."},
+      {kWarningHooks, kC, {"outcome"}, "The prover's warning hook, by outcome (ok, failed)."},
       // processes
       {kProcRss, kG, proc_kind,
        "Resident memory of the processes in the group, by kind (anon, file, shmem), in bytes."},

@@ -210,9 +210,19 @@ void EventSink::emit(const nlohmann::json& record) {
     fields = state_->want_fields;
   }
   if (!line && !fields) return;
+  emitPrepared(line ? eventLine(record) : std::string(), fields ? journaldFields(record) : std::vector<std::string>{});
+}
+
+void EventSink::emitPrepared(std::string line, std::vector<std::string> fields) {
+  {
+    std::lock_guard lock(state_->mu);
+    if (!state_->want_line) line.clear();
+    if (!state_->want_fields) fields.clear();
+    if (line.empty() && fields.empty()) return;
+  }
   State::Item item;
-  if (line) item.line = eventLine(record);
-  if (fields) item.fields = journaldFields(record);
+  item.line = std::move(line);
+  item.fields = std::move(fields);
   item.bytes = item.line.size();
   for (const std::string& f : item.fields) item.bytes += f.size();
   std::lock_guard lock(state_->mu);

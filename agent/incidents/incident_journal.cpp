@@ -280,6 +280,7 @@ IncidentJournal::Built IncidentJournal::build(const OomEvent& e, const IncidentF
   ctx.kill_wall_ns = kill_wall;
   ctx.workloads = facts.workloads;
   ctx.flight_window_ns = flight_.window();
+  ctx.warning = facts.warning;
   if (!e.found_after.empty()) {
     // Found after the fact: the samples, the flight and the budget of now are not the kill's.
     ctx.found_wall_ns = realtimeNs();

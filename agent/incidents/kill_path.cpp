@@ -11,6 +11,7 @@
 
 #include "headroom/incidents/kill_names.h"
 #include "headroom/incidents/known_kills.h"
+#include "headroom/report/events.h"
 #include "headroom/sources/cgroup.h"
 #include "headroom/util/clock.h"
 #include "headroom/util/units.h"
@@ -88,7 +89,7 @@ std::string KillPath::keyOf(const OomEvent& e) const {
 void KillPath::begin(const OomEvent& e, const std::vector<SensorStatus>& sensors) {
   const std::string key = keyOf(e);
   if (journal_.holds(e, key)) return;  // a report the last agent recorded, read again
-  journal_.begin(key, e, IncidentFacts{&budget_, self_reported_, sensors, host_, top_per_role_, {}});
+  journal_.begin(key, e, IncidentFacts{&budget_, self_reported_, sensors, host_, top_per_role_, {}, std::nullopt});
 }
 
 bool KillPath::admitted(const OomEvent& e) const {
@@ -193,7 +194,7 @@ void KillPath::recoverInFlight(std::vector<OomEvent>& found, const std::vector<S
       matched = std::move(*same);
       found.erase(same);
     }
-    const IncidentFacts facts{nullptr, std::nullopt, sensors, host_, top_per_role_, {}};
+    const IncidentFacts facts{nullptr, std::nullopt, sensors, host_, top_per_role_, {}, std::nullopt};
     auto id = journal_.recordInFlight(key, matched ? &*matched : nullptr, facts);
     if (!id) continue;
     ++catch_up_.found["in_flight"];
@@ -231,7 +232,9 @@ void KillPath::take(const OomEvent& e, const std::vector<SensorStatus>& sensors)
                  e.found_after == "counters" ? "cgroup's OOM-kill counter" : "kernel's log");
   // Evidence and the durable record first: it holds the budget in force at the kill, before the
   // kill grows it.
-  record(e, IncidentFacts{&budget_, self_reported_, sensors, host_, top_per_role_, workloads}, key);
+  IncidentFacts facts{&budget_, self_reported_, sensors, host_, top_per_role_, workloads, std::nullopt};
+  if (e.found_after.empty() && warning_of_) facts.warning = warning_of_(e, oomRecordCgroup(e, last.get()));
+  record(e, facts, key);
   publish(e, workloads, last.get());
 }
 
@@ -333,6 +336,18 @@ void KillPath::addFigures(AgentSelf& self) const {
   self.events_dropped_total = ev.dropped;
   self.events_queued = ev.queued;
   self.events_file_rotations_total = ev.rotations;
+}
+
+}  // namespace headroom
+
+namespace headroom {
+
+void KillPath::announce(const nlohmann::json& warning) {
+  std::string message = warning.contains("message") && warning.at("message").is_string()
+                            ? warning.at("message").get<std::string>()
+                            : std::string("OOM warning");
+  WarningEvent ev = makeWarningEvent(warning, host_.hostname, unixSeconds(), message);
+  events_.emitPrepared(std::move(ev.line), std::move(ev.fields));
 }
 
 }  // namespace headroom

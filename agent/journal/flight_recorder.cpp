@@ -1,5 +1,7 @@
 #include "headroom/journal/flight_recorder.h"
 
+#include <algorithm>
+
 #include "headroom/model/snapshot_json.h"
 
 namespace headroom {
@@ -9,11 +11,17 @@ using nlohmann::json;
 nlohmann::json toJson(const FlightPoint& p) {
   json parts = json::object();
   for (const auto& [k, v] : p.parts) parts[k] = v;
+  json processes = json::array();
+  for (const FlightProcess& q : p.processes)
+    processes.push_back({{"pid", q.pid}, {"comm", q.comm}, {"rss_bytes", q.rss}});
   return {{"time", static_cast<double>(p.wall_time_ns) / 1e9},
           {"usage_bytes", p.usage},
           {"limit_bytes", p.limit ? json(*p.limit) : json(nullptr)},
           {"parts", parts},
-          {"self_reported_bytes", p.self_reported ? json(*p.self_reported) : json(nullptr)}};
+          {"self_reported_bytes", p.self_reported ? json(*p.self_reported) : json(nullptr)},
+          {"fast", p.fast},
+          {"reclaimable_bytes", p.reclaimable ? json(*p.reclaimable) : json(nullptr)},
+          {"processes", std::move(processes)}};
 }
 
 void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported) {
@@ -35,6 +43,15 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
     if (c.attribution.unattributed > 0)
       p.parts["unattributed"] = static_cast<std::uint64_t>(c.attribution.unattributed);
     if (auto it = self_reported.find(c.memory.path); it != self_reported.end()) p.self_reported = it->second;
+    p.reclaimable = reclaimableBytes(c.memory);
+    for (std::size_t i : c.processes) {
+      if (i >= snap.processes.size()) continue;
+      const ProcessSnapshot& q = snap.processes[i];
+      p.processes.push_back(FlightProcess{q.sample.pid, q.sample.comm, q.attribution.rss});
+    }
+    std::sort(p.processes.begin(), p.processes.end(),
+              [](const FlightProcess& a, const FlightProcess& b) { return a.rss > b.rss; });
+    if (p.processes.size() > kFlightProcesses) p.processes.resize(kFlightProcesses);
     auto& ring = rings_[c.memory.path];
     // The clock never runs back within one agent; a ring that says otherwise is stale.
     if (!ring.empty() && ring.back().age_ns > now) ring.clear();
@@ -54,6 +71,17 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
     });
     rings_.erase(oldest);
   }
+}
+
+void FlightRecorder::add(const std::string& cgroup, FlightPoint point) {
+  const std::int64_t at = point.completed_monotonic_ns;
+  if (point.processes.size() > kFlightProcesses) point.processes.resize(kFlightProcesses);
+  if (!rings_.contains(cgroup) && rings_.size() >= max_cgroups_) return;
+  auto& ring = rings_[cgroup];
+  auto pos =
+      std::upper_bound(ring.begin(), ring.end(), at, [](std::int64_t t, const Entry& e) { return t < e.age_ns; });
+  ring.insert(pos, Entry{at, std::move(point)});
+  while (!ring.empty() && at - ring.front().age_ns > window_ns_) ring.pop_front();
 }
 
 std::vector<FlightPoint> FlightRecorder::points(const std::string& cgroup) const {

@@ -161,6 +161,7 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
       {"processes", cg != nullptr ? processesJson(*ctx.last, *cg, ctx.top_per_role) : json::array()},
       {"largest_cgroups", std::move(largest)},
       {"budget", budgetInForce(ctx.budget)},
+      {"warning", ctx.warning ? *ctx.warning : json(nullptr)},
       {"self_reported_bytes", opt(ctx.self_reported)},
       {"charged_bytes", std::move(charged)},
       {"sensors", std::move(sensors)},

@@ -64,11 +64,20 @@ void initHttpClient() {
   (void)done;
 }
 
-Result<HttpResponse> httpGet(const std::string& url, const HttpGetOptions& o) {
+namespace {
+
+struct CurlHeaders {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+
+// One exchange: a GET, or a POST of `body` (nullptr: a GET) as `content_type`.
+Result<HttpResponse> exchange(const std::string& url, const HttpGetOptions& o, const std::string* body,
+                              const std::string& content_type) {
+  const char* method = body != nullptr ? "POST" : "GET";
   if (auto st = checkUrl(url); !st) return st.error();
   initHttpClient();
   std::unique_ptr<CURL, CurlFree> curl(curl_easy_init());
-  if (!curl) return ioError(fmt::format("GET {}: libcurl could not start", url));
+  if (!curl) return ioError(fmt::format("{} {}: libcurl could not start", method, url));
   CURL* c = curl.get();
   Sink sink{{}, o.max_body_bytes, false};
   std::array<char, CURL_ERROR_SIZE> error{};
@@ -93,10 +102,17 @@ Result<HttpResponse> httpGet(const std::string& url, const HttpGetOptions& o) {
     curl_easy_setopt(c, CURLOPT_USERNAME, a.user.c_str());
     curl_easy_setopt(c, CURLOPT_PASSWORD, a.password.c_str());
   }
+  std::unique_ptr<curl_slist, CurlHeaders> headers;
+  if (body != nullptr) {
+    headers.reset(curl_slist_append(nullptr, ("Content-Type: " + content_type).c_str()));
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
+  }
 
   const CURLcode rc = curl_easy_perform(c);
-  const std::string what =
-      o.unix_socket.empty() ? fmt::format("GET {}", url) : fmt::format("GET {} on {}", url, o.unix_socket);
+  const std::string what = o.unix_socket.empty() ? fmt::format("{} {}", method, url)
+                                                 : fmt::format("{} {} on {}", method, url, o.unix_socket);
   if (sink.over || rc == CURLE_FILESIZE_EXCEEDED)
     return badData(fmt::format("{}: the answer is larger than {}", what, formatBytes(o.max_body_bytes)));
   if (rc != CURLE_OK) {
@@ -118,6 +134,15 @@ Result<HttpResponse> httpGet(const std::string& url, const HttpGetOptions& o) {
   out.content_type = type != nullptr ? type : "";
   out.body = std::move(sink.body);
   return out;
+}
+
+}  // namespace
+
+Result<HttpResponse> httpGet(const std::string& url, const HttpGetOptions& o) { return exchange(url, o, nullptr, ""); }
+
+Result<HttpResponse> httpPost(const std::string& url, const std::string& body, const std::string& content_type,
+                              const HttpGetOptions& o) {
+  return exchange(url, o, &body, content_type);
 }
 
 Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout, const HttpClientAuth& auth) {

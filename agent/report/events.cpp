@@ -141,6 +141,35 @@ json makeEventEnvelope(const json& record) {
   return env;
 }
 
+WarningEvent makeWarningEvent(const json& warning, const std::string& hostname, double unix_time,
+                              const std::string& message) {
+  const std::string time = formatUtc(unix_time, UtcFormat::kIsoMillis);
+  std::string line = "{";
+  line += fmt::format("\"schema\":{},\"kind\":{},\"time\":{},\"host\":{},\"message\":{},", dumpJson(kEventSchema),
+                      dumpJson(kOomWarningKind), dumpJson(time), hostname.empty() ? "null" : dumpJson(hostname),
+                      dumpJson(message));
+  line += "\"warning\":" + dumpJson(warning) + "}\n";
+  WarningEvent ev;
+  ev.line = std::move(line);
+  auto add = [&ev](std::string_view name, std::string_view value) {
+    ev.fields.push_back(fmt::format("{}={}", name, value));
+  };
+  add("MESSAGE", message);
+  add("MESSAGE_ID", kOomWarningMessageId);
+  add("PRIORITY", "4");  // warning
+  add("SYSLOG_IDENTIFIER", "headroom");
+  add("HEADROOM_EVENT_SCHEMA", kEventSchema);
+  add("HEADROOM_EVENT_KIND", kOomWarningKind);
+  add("HEADROOM_CGROUP", textAt(warning, "bound"));
+  add("HEADROOM_WARNING_STATE", textAt(warning, "state"));
+  if (const json* latest = field(warning, "latest"); latest != nullptr) {
+    if (const json* eta = field(*latest, "eta_seconds"); eta != nullptr && eta->is_number())
+      add("HEADROOM_ETA_SECONDS", fmt::format("{:.1f}", eta->get<double>()));
+  }
+  add("HEADROOM_WARNING", dumpJson(warning));
+  return ev;
+}
+
 std::string eventLine(const json& record) {
   // The envelope's fields first, schema leading (a line cut short still says whose it is), and
   // the record last, dumped as the journal frames it.

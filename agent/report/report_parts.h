@@ -127,6 +127,8 @@ Table partsTable(const json& att, std::optional<std::uint64_t> usage);
 void addNotes(Section& s, const json& att);
 // AT THE KILL: the record's at_kill in a sentence and a table.
 Section momentSection(const json& rec);
+// Whether the kill was warned of, and the run-up's growers (report_warning.cpp); none without a verdict.
+std::optional<Section> warningSection(const json& rec);
 
 // The last minute before the kill as an SVG element: the parts stacked, the limit, the kill;
 // with `caption`, the report's sentence above them (a picture standing alone).

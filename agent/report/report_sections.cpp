@@ -413,6 +413,7 @@ Doc buildDoc(const json& rec) {
   d.sections.push_back(taskDumpSection(rec));
   d.sections.push_back(breakdownSection(rec));
   d.sections.push_back(processesSection(rec));
+  if (auto warned = warningSection(rec)) d.sections.push_back(std::move(*warned));
   d.sections.push_back(grewSection(rec));
   d.sections.push_back(budgetSection(rec));
   d.sections.push_back(sensorsSection(rec));

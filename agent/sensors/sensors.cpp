@@ -267,10 +267,11 @@ const std::vector<SensorStatus>& Sensors::status() const { return impl_->statuse
 
 ProcessSource* Sensors::processSource() const { return impl_->tasks.get(); }
 
-Status Sensors::Impl::preparePollSet(int wake_fd) {
-  const std::array<int, 3> want{rings ? ring_buffer__epoll_fd(rings.get()) : -1, kmsg ? kmsg->fd() : -1, wake_fd};
+Status Sensors::Impl::preparePollSet(int wake_fd, int watch_fd) {
+  const std::array<int, 4> want{rings ? ring_buffer__epoll_fd(rings.get()) : -1, kmsg ? kmsg->fd() : -1, wake_fd,
+                                watch_fd};
   if (poll_set.valid() && want == poll_fds) return ok();
-  poll_fds = {-1, -1, -1};
+  poll_fds = {-1, -1, -1, -1};
   poll_set = Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!poll_set.valid()) return errnoError("epoll_create1");
   for (int fd : want) {
@@ -288,7 +289,7 @@ Status Sensors::Impl::preparePollSet(int wake_fd) {
   return ok();
 }
 
-void Sensors::poll(int timeout_ms, int wake_fd) {
+void Sensors::poll(int timeout_ms, int wake_fd, int watch_fd) {
   Impl& m = *impl_;
   // An incident waiting for its other source or to settle is looked at again soon, whatever the
   // caller's timeout: nothing else would wake the wait for it.
@@ -298,7 +299,7 @@ void Sensors::poll(int timeout_ms, int wake_fd) {
   // while one is pending), a kernel log line, the caller's wakeup. No short slices: 100 wakeups
   // a second cost an idle agent 0.85 % of a core here and made no OOM record sooner (make
   // bench: 0.2 ms either way).
-  if (auto st = m.preparePollSet(wake_fd); st) {
+  if (auto st = m.preparePollSet(wake_fd, watch_fd); st) {
     std::array<epoll_event, 4> evs{};
     const int n = ::epoll_wait(m.poll_set.get(), evs.data(), static_cast<int>(evs.size()), timeout_ms);
     for (int i = 0; i < n; ++i) {

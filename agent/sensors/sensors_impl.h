@@ -90,8 +90,8 @@ struct Sensors::Impl {
   // What poll() waits on: the rings' epoll, /dev/kmsg and the caller's wakeup descriptor, made
   // anew when one of them changes.
   Fd poll_set;
-  std::array<int, 3> poll_fds{-1, -1, -1};
-  Status preparePollSet(int wake_fd);
+  std::array<int, 4> poll_fds{-1, -1, -1, -1};
+  Status preparePollSet(int wake_fd, int watch_fd);
   bool poll_warned = false;
 
   // ---- the state registry (sensors.cpp) ----

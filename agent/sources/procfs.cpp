@@ -71,6 +71,13 @@ Result<std::uint64_t> parseStatmResidentBytes(std::string_view text, std::uint64
   return *pages * page_bytes;
 }
 
+Result<std::uint64_t> readResidentBytes(const FsRoot& fs, pid_t pid) {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  auto text = fs.readFile(fmt::format("/proc/{}/statm", pid));
+  if (!text) return text.error();
+  return parseStatmResidentBytes(*text, page);
+}
+
 Result<ProcStat> parseProcStat(std::string_view text) {
   // "pid (comm) state ppid ...": comm may contain spaces and ')', so split at the last ')'.
   auto open = text.find('(');

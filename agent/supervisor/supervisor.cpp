@@ -66,6 +66,7 @@ struct Outcome {
   bool stopped = false;     // headroom run was asked to stop (SIGINT/SIGTERM)
   Clock::time_point ended;  // when its exit was seen
   Verdict verdict;
+  std::string warning;  // an OOM kill: whether it was warned of, in words
 };
 
 }  // namespace
@@ -96,6 +97,10 @@ struct Supervisor::Impl {
   bool oomSourceActive() const;
   void saveState();
 
+  // The time to OOM of the prover's cgroup, and the hook that tells the prover.
+  void forecast(const Snapshot& snap, pid_t child);
+  void hookOutcomes();
+
   SupervisorConfig cfg;
   std::ostream& log;
   SourceRoot source;
@@ -105,6 +110,9 @@ struct Supervisor::Impl {
   std::optional<BudgetController> ctl;
   std::optional<ProbeFinding> probe;
   ChargedFigures last_tree;
+  OomForecaster forecaster{forecastPolicyOf(cfg.warning)};
+  WarningHook hook;
+  HookRunner hooks;
 };
 
 Supervisor::Supervisor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -123,7 +131,38 @@ Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorConfig cfg, std
 
 int Supervisor::run() { return impl_->run(); }
 
+void Supervisor::Impl::forecast(const Snapshot& snap, pid_t child) {
+  const CgroupSnapshot* own = snap.findCgroup(cgroup.path());
+  if (own == nullptr) return;
+  for (const BoundReading& r : boundReadings(snap)) {
+    if (std::any_of(own->bounds.begin(), own->bounds.end(), [&](const Bound& b) { return b.name == r.bound; }))
+      forecaster.observe(r);
+  }
+  for (const WarningEpisode& w : forecaster.takeChanges()) {
+    if (w.ended_ns) {
+      say(fmt::format("the warning for {} is over ({})", w.bound, w.end_reason));
+      continue;
+    }
+    const OomEta& e = w.at_start;
+    say(fmt::format("warning: {} runs out of memory in ~{:.0f} s ({} held of {}, +{}/s, confidence {}){}", w.bound,
+                    e.eta_seconds.value_or(0), formatBytes(e.held), formatBytes(e.limit),
+                    formatBytes(static_cast<std::uint64_t>(std::max(0.0, e.growth_bytes_per_second))),
+                    toString(e.confidence), hook.kind == WarningHook::Kind::kNone ? "" : ": telling the prover"));
+    if (hook.kind == WarningHook::Kind::kNone) continue;
+    nlohmann::json situation = toJson(w);
+    situation["state"] = "started";
+    situation["cgroup"] = cgroup.path();
+    hooks.fire(hook, situation, {child});
+  }
+}
+
+void Supervisor::Impl::hookOutcomes() {
+  for (const HookRunner::Outcome& o : hooks.poll())
+    say(fmt::format("{}--on-warning {}: {}", o.ok ? "" : "WARNING: ", o.hook, o.detail));
+}
+
 Status Supervisor::Impl::prepare() {
+  hook = *parseWarningHook(cfg.warning.on_warning);  // checked with the flags
   if (cgroup.made())
     say(fmt::format("made memory cgroup {} (removed at the end); it has no limit of its own", cgroup.path()));
   if (cfg.keep_state) {
@@ -270,12 +309,14 @@ Outcome Supervisor::Impl::supervise(pid_t child, const BudgetDecision& d,
           }
         }
         if (m.size() != known) (void)sample(m);  // figures for the processes found just now
+        forecast(**snap, child);
       }
       next_sample += cfg.sample_interval;
       if (next_sample < Clock::now()) next_sample = Clock::now() + cfg.sample_interval;
     }
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
     take(ev, static_cast<int>(std::clamp<std::int64_t>(wait.count(), 0, 50)));
+    hookOutcomes();
   }
   out.status = *status;
   out.ended = Clock::now();
@@ -296,6 +337,14 @@ Outcome Supervisor::Impl::supervise(pid_t child, const BudgetDecision& d,
   }
   ev.now_ns = monotonicNs();
   out.verdict = classifyAttempt(ev);
+  if (!ev.ooms.empty()) {
+    const OomEvent& k = ev.ooms.front();
+    const std::string bound =
+        k.global ? "host" : (k.domain_cgroup ? normaliseCgroupPath(*k.domain_cgroup) : cgroup.path());
+    const std::int64_t at = k.monotonic_time_ns > 0 ? k.monotonic_time_ns : monotonicNs();
+    out.warning = forecaster.verdict(bound, at).text;
+    forecaster.killed(bound, at);
+  }
   return out;
 }
 
@@ -386,6 +435,7 @@ int Supervisor::Impl::run() {
                     formatBytes(d.budget), d.budget, formatBytes(d.margin), verdict, out.seconds,
                     v.evidence.empty() ? "" : ": ", v.evidence));
 
+    if (!out.warning.empty() && (v.prover_oom || v.other_oom)) say(fmt::format("the OOM kill: {}", out.warning));
     bool clean = WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0;
     if (v.kill) {
       MarginChange c = ctl->onOomKill(*v.kill);

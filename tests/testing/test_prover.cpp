@@ -14,6 +14,9 @@
 //   --then exit:N|kill:SIG how it ends (default exit:0); kill:9 is a SIGKILL of itself
 //   --early                end as told before allocating anything
 //   --pid-file PATH        write its pid first
+//   --grow-rate N          the --grab climbs at N bytes a second (a steady climb toward a limit)
+//   --shed-on-usr1         on SIGUSR1 (a warning hook), give back everything --grab took and stop
+//                          grabbing: prints "shed N", then holds and ends as told
 //   --leave-child N:MS     first start a child that holds N bytes for MS milliseconds, and
 //                          outlives the prover if the prover dies first (slow reclaim)
 // Prints "budget N", "allocated N", then ends.
@@ -25,6 +28,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,8 +37,13 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace {
+
+volatile sig_atomic_t g_shed = 0;
+extern "C" void onUsr1(int /*sig*/) { g_shed = 1; }
 
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kStep = 4u << 20;
@@ -108,7 +117,7 @@ void report(const std::string& path, std::uint64_t used) {
 int main(int argc, char** argv) {
   std::string budget_arg, budget_env = "HEADROOM_BUDGET_BYTES", budget_file, report_path, then = "exit:0", pid_file;
   std::uint64_t pool = 0, sparse = 0, grab = 0;
-  double fraction = 1.0;
+  double fraction = 1.0, grow_rate = 0;
   int hold_ms = 100;
   bool early = false;
   std::string leave_child;
@@ -147,6 +156,10 @@ int main(int argc, char** argv) {
       early = true;
     else if (a == "--pid-file")
       pid_file = next();
+    else if (a == "--grow-rate")
+      grow_rate = static_cast<double>(size(next()));
+    else if (a == "--shed-on-usr1")
+      std::signal(SIGUSR1, onUsr1);
     else if (a == "--leave-child")
       leave_child = next();
     else {
@@ -217,14 +230,39 @@ int main(int argc, char** argv) {
     // A little pause: the supervisor samples while the prover climbs, as with a real one.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  for (std::uint64_t g = 0; g < grab; g += kStep) {
-    std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kStep, grab - g));
-    touch(mapAnon(n), n);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::vector<std::pair<void*, std::size_t>> grabbed;
+  std::uint64_t grabbed_bytes = 0;
+  auto shed = [&] {
+    for (auto& [p, n] : grabbed) ::munmap(p, n);
+    std::printf("shed %s\n", std::to_string(grabbed_bytes).c_str());
+    std::fflush(stdout);
+    grabbed.clear();
+    grabbed_bytes = 0;
+  };
+  const std::size_t grab_step = grow_rate > 0 ? std::size_t{1} << 20 : kStep;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t g = 0; g < grab && !g_shed; g += grab_step) {
+    std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(grab_step, grab - g));
+    void* p = mapAnon(n);
+    touch(p, n);
+    grabbed.emplace_back(p, n);
+    grabbed_bytes += n;
+    if (grow_rate > 0) {
+      const auto due = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(static_cast<double>(g + n) / grow_rate));
+      std::this_thread::sleep_until(due);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
-  const std::uint64_t total = used + grab;
+  if (g_shed) shed();
+  const std::uint64_t total = used + grabbed_bytes;
   std::printf("allocated %s\n", std::to_string(total).c_str());
   std::fflush(stdout);
-  std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(hold_ms);
+       std::chrono::steady_clock::now() < end;) {
+    if (g_shed && grabbed_bytes > 0) shed();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   finish(then);
 }

@@ -100,6 +100,8 @@ struct RunOptions {
   std::string self_report;                // a file where the prover says how much it uses
   bool bpf = true;
   std::string sample_interval = "250ms";
+  std::string on_warning;           // the hook: CMD, signal:NAME or a URL ("" none)
+  std::string warning_eta = "30s";  // warn under this time to OOM
   std::vector<std::string> command;
 };
 // `headroom run -- CMD ARGS...`: exit status is the prover's final status (128 + signal when

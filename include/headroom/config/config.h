@@ -12,6 +12,7 @@
 
 #include "headroom/controller/controller.h"
 #include "headroom/controller/prover_budget.h"
+#include "headroom/controller/warning.h"
 #include "headroom/model/roles.h"
 #include "headroom/net/listen_address.h"
 #include "headroom/net/web_config.h"
@@ -94,6 +95,7 @@ struct AgentConfig {
   std::chrono::milliseconds probe_min_interval{600000};  // at most one probe this often
   std::string probe_cgroup;                              // default target; a request may name another (?cgroup=)
   BudgetConfig budget;
+  WarningSettings warning;  // [warning]: time to OOM, warnings and the prover's hook
 };
 
 // One key of the configuration: its TOML name ("sensors.oom_ring_bytes"), the flag that

@@ -34,6 +34,9 @@ struct BudgetPolicy {
   std::chrono::milliseconds clean_period{std::chrono::hours(1)};
   // Neighbours' growth and the overhead's peak are taken over this window.
   std::chrono::milliseconds growth_window{std::chrono::minutes(5)};
+  // Ahead of the kill: the budget keeps back what the neighbours' steady growth (a trusted trend
+  // over twice this) will take over this horizon; 0: only their regrowth over growth_window.
+  std::chrono::milliseconds forecast_horizon{std::chrono::seconds(30)};
   // A probe older than this no longer caps the budget.
   std::chrono::milliseconds probe_max_age{std::chrono::hours(1)};
   // A new generation is published when the budget moves by more than the larger of these.
@@ -112,6 +115,7 @@ struct BudgetDecision {
   std::string tightest;                    // the bound the room came from
   std::uint64_t room = 0;                  // under the tightest bound, after neighbours' expected growth
   std::uint64_t neighbour_growth = 0;      // expected growth of neighbours in the tightest bound
+  std::uint64_t forecast_growth = 0;       // ... of it, what their steady trend takes over the horizon
   std::uint64_t overhead_growth = 0;       // the overhead's recent peak above its level now
   std::optional<std::uint64_t> probe_cap;  // allocatable + prover usage, when a fresh probe says
   bool capped_by_probe = false;

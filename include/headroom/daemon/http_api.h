@@ -1,4 +1,4 @@
-// The agent's HTTP API: GET /metrics, /healthz, /v1/snapshot, /v1/budget, /v1/ooms and POST
+// The agent's HTTP API: GET /metrics, /healthz, /v1/snapshot, /v1/budget, /v1/ooms, /v1/warnings and POST
 // /v1/probe (docs/api.md). The handlers run on the server's threads and answer from one state
 // that the main thread publishes under one mutex after each sample; /metrics renders under the
 // exporter's own lock, /v1/ooms and the journal's health come from the kill path's board.
@@ -64,6 +64,9 @@ class HttpApi {
   void publish(SamplePublication p);
   void publishSampleFailure(std::uint64_t failures_total, const std::string& error);
   void publishSensors(std::vector<SensorStatus> sensors);
+  // /v1/warnings: the early warning's document (daemon/early_warning.h), after each sample and
+  // each change of a warning between samples.
+  void publishWarnings(nlohmann::json document);
   // The last probe of `cgroup` requested through the API, for the budget's cap.
   std::optional<ProbeFinding> probeFinding(const std::string& cgroup) const;
   // A probe allocates in the prover's cgroup now: the budget holds still.
@@ -102,6 +105,7 @@ class HttpApi {
   HttpResponse budget_{503, "application/json",
                        "{\"error\":\"no sample yet: the first budget comes with the first sample\"}\n"};
   std::string budget_cgroup_;
+  nlohmann::json warnings_ = {{"enabled", false}, {"warnings", nlohmann::json::array()}};
   std::uint64_t prover_usage_ = 0;
   std::optional<Clock::time_point> last_probe_;
   std::map<std::string, ProbeFinding> probe_findings_;  // by cgroup: the prover's only

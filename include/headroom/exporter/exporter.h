@@ -123,6 +123,19 @@ class Exporter {
   // or "give_back" (shrunk after clean periods). Counted for the agent's lifetime.
   void countMarginChange(const std::string& cgroup, const std::string& reason);
 
+  // Each cgroup's time to OOM at this sample (the agent's early warning), shown until the next.
+  struct Forecast {
+    std::string cgroup;
+    std::optional<double> eta_seconds;  // none: not growing toward a bound (+Inf)
+    double growth_bytes_per_second = 0;
+    double confidence = 0;  // 0..1
+    bool warning = false;
+  };
+  void recordForecasts(std::vector<Forecast> forecasts);
+  // A warning given for `cgroup`'s bound; a warning hook's outcome ("ok", "failed").
+  void countWarning(const std::string& cgroup);
+  void countWarningHook(const std::string& outcome);
+
   // The text exposition format (version 0.0.4); `last_scrape_duration_s` is the previous
   // scrape's own duration, reported in this one. Thread-safe against update().
   std::string render(double last_scrape_duration_s) const;

@@ -56,6 +56,9 @@ class EventSink {
   // file that cannot be opened is an error naming it, and the other sinks go on.
   Status configure(const EventsConfig& cfg);
   void emit(const nlohmann::json& record);
+  // Another kind of event, made by its writer: the line (newline-terminated) for the file or
+  // stdout, the fields for journald. Queued as emit() queues.
+  void emitPrepared(std::string line, std::vector<std::string> fields);
   // Waits until every queued record is written (or `limit` passed); true when none waits.
   bool drain(std::chrono::milliseconds limit);
 

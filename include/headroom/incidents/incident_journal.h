@@ -37,6 +37,8 @@ struct IncidentFacts {
   HostIdentity host;
   std::size_t top_per_role = 10;
   OomWorkloads workloads;  // the names of what it hit (none: what the paths say)
+  // Whether the kill was warned of (model/oom_forecast.h's verdict), when the agent forecasts.
+  std::optional<nlohmann::json> warning;
 };
 
 // A record the journal could not take (a full or read-only file system, an I/O error) is kept
@@ -64,6 +66,8 @@ class IncidentJournal {
   // last sample has been handled.
   void fly(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported);
   void keep(std::shared_ptr<const Snapshot> snap);
+  // A fast reading of a cgroup near its limit, between samples, into the flight recorder.
+  void flyFast(const std::string& cgroup, FlightPoint point) { flight_.add(cgroup, std::move(point)); }
   // The last sample kept (nullptr before the first).
   std::shared_ptr<const Snapshot> last() const { return recent_.empty() ? nullptr : recent_.back(); }
 

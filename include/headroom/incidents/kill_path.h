@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,6 +96,14 @@ class KillPath {
   const KillBoard& board() const { return board_; }
   // The journal's and the events' figures, for /metrics.
   void addFigures(AgentSelf& self) const;
+  // Whether a kill was warned of (its record's `warning`), asked once for each kill seen live;
+  // absent: the agent does not forecast.
+  using WarningOf = std::function<std::optional<nlohmann::json>(const OomEvent& e, const std::string& cgroup)>;
+  void setWarningOf(WarningOf f) { warning_of_ = std::move(f); }
+  // A fast reading of a cgroup near its limit: into the flight recorder, for the run-up of a kill.
+  void flyFast(const std::string& cgroup, FlightPoint point) { journal_.flyFast(cgroup, std::move(point)); }
+  // A warning's event (docs/events.md, kind oom_warning) to the events' sinks.
+  void announce(const nlohmann::json& warning);
   // Waits until the events' sinks took every record, at most `limit`: true when none waits.
   bool drain(std::chrono::milliseconds limit) { return events_.drain(limit); }
 
@@ -127,6 +136,7 @@ class KillPath {
   std::string key_prefix_;                    // this agent's, and the sensors' start
   std::uint64_t sensors_started_ = 0;         // how often they started
   std::optional<std::uint64_t> log_settled_;  // kernelLogSettled()
+  WarningOf warning_of_;
 };
 
 }  // namespace headroom

@@ -2,6 +2,8 @@
 // record can show what led up to the kill. Pure: snapshots in, points out.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -14,7 +16,15 @@
 
 namespace headroom {
 
-// One cgroup at one sample, compact: what the report draws.
+// A process at one point: who grew, for the report's run-up.
+struct FlightProcess {
+  pid_t pid = 0;
+  std::string comm;
+  std::uint64_t rss = 0;
+};
+
+// One cgroup at one sample (or one fast reading of a cgroup near its limit), compact: what the
+// report draws.
 struct FlightPoint {
   std::int64_t wall_time_ns = 0;
   std::int64_t completed_monotonic_ns = 0;  // the sample's last read (0: unknown); not serialised
@@ -22,8 +32,13 @@ struct FlightPoint {
   std::optional<std::uint64_t> limit;          // the tightest bound's limit
   std::map<std::string, std::uint64_t> parts;  // PartKind name -> bytes (see snapshot.h)
   std::optional<std::uint64_t> self_reported;  // what the prover said it used, when known
+  bool fast = false;                           // a fast reading between samples (no parts)
+  std::optional<std::uint64_t> reclaimable;    // page cache the kernel can drop at once
+  std::vector<FlightProcess> processes;        // the largest in it, by RSS (at most kFlightProcesses)
 };
-// {time (unix seconds, float), usage_bytes, limit_bytes, parts, self_reported_bytes}: null when absent.
+inline constexpr std::size_t kFlightProcesses = 5;
+// {time (unix seconds, float), usage_bytes, limit_bytes, parts, self_reported_bytes, fast,
+// reclaimable_bytes, processes [{pid, comm, rss_bytes}]}: null when absent.
 nlohmann::json toJson(const FlightPoint& p);
 
 class FlightRecorder {
@@ -36,6 +51,9 @@ class FlightRecorder {
   // snapshot's monotonic clock (wall clock when it has none), so a wall-clock step cannot keep
   // or drop points. `self_reported`: by cgroup, what the prover said it used.
   void record(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported = {});
+  // A fast reading of `cgroup` (its monotonic time in point.completed_monotonic_ns), kept in time
+  // order among the samples' points, aged out with them.
+  void add(const std::string& cgroup, FlightPoint point);
   // The points kept for a cgroup (oldest first); empty when unknown.
   std::vector<FlightPoint> points(const std::string& cgroup) const;
   // Takes effect at the next record().

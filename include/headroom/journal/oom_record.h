@@ -39,9 +39,10 @@ struct RecordContext {
   std::vector<SensorStatus> sensors;               // empty: the last sample's
   HostIdentity host;
   std::size_t top_per_role = 10;
-  std::int64_t kill_wall_ns = 0;   // the kill on the wall clock (0: the event's time)
-  OomWorkloads workloads;          // of `cgroup` and of each victim's (empty: from the paths alone)
-  std::int64_t found_wall_ns = 0;  // a kill found after the fact (event->found_after): when it was found
+  std::int64_t kill_wall_ns = 0;          // the kill on the wall clock (0: the event's time)
+  OomWorkloads workloads;                 // of `cgroup` and of each victim's (empty: from the paths alone)
+  std::int64_t found_wall_ns = 0;         // a kill found after the fact (event->found_after): when it was found
+  std::optional<nlohmann::json> warning;  // whether the kill was warned of, and how long before
 };
 // The record's JSON (schema in docs/journal.md): version, time, at_kill (the OOM domain's
 // breakdown at the kill: the primary one), event (with the kernel's task dump and report), cgroup
@@ -49,7 +50,8 @@ struct RecordContext {
 // RSS/PSS parts, page tables, pinned, device), largest_cgroups (a global OOM: the last sample's
 // largest), budget, self_reported vs charged, sensors, host, flight (the recorder's points, the
 // kill itself the last when the breakdown is of the flight's cgroup), found_after (how and when a
-// kill the agent did not see happen was found; null for one seen live).
+// kill the agent did not see happen was found; null for one seen live), warning (whether the kill
+// was warned of and how long before; null where the agent did not forecast).
 nlohmann::json makeOomRecord(const RecordContext& ctx);
 
 }  // namespace headroom

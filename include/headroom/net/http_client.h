@@ -47,5 +47,8 @@ Result<HttpResponse> httpGet(const std::string& url, const HttpGetOptions& optio
 // The same with `timeout` and `auth`, and the other options as they are by default.
 Result<HttpResponse> httpGet(const std::string& url, std::chrono::milliseconds timeout,
                              const HttpClientAuth& auth = {});
+// POSTs `body` as `content_type` to `url`, with GET's bounds and errors ("POST URL: ...").
+Result<HttpResponse> httpPost(const std::string& url, const std::string& body, const std::string& content_type,
+                              const HttpGetOptions& options);
 
 }  // namespace headroom

@@ -24,6 +24,10 @@ inline constexpr std::string_view kOomKillKind = "oom_kill";
 // journald's MESSAGE_ID of an OOM kill record, fixed for ever (made once with systemd-id128 new).
 inline constexpr std::string_view kOomKillMessageId = "78cbe2b375704b3eaa519cd951e0e16e";
 
+inline constexpr std::string_view kOomWarningKind = "oom_warning";
+// journald's MESSAGE_ID of a warning before an OOM kill (fixed for ever).
+inline constexpr std::string_view kOomWarningMessageId = "396d6b21f90c4bb8a259541405d6307b";
+
 // ---- writing (pure) ----
 // {"schema", "kind", "time" (the kill, RFC 3339 UTC), "host", "id", "message" (the report's
 // summary sentence), "record" (the journal record exactly as journaled)}.
@@ -37,6 +41,18 @@ std::string eventLine(const nlohmann::json& record);
 // (the whole record's JSON, for the round trip). A value may hold newlines (the native protocol
 // carries them); a name is [A-Z0-9_], at most 64 characters.
 std::vector<std::string> journaldFields(const nlohmann::json& record);
+
+// A warning before an OOM kill (its start or its end), as one JSON line:
+// {"schema", "kind": "oom_warning", "time", "host", "message", "warning" (the /v1/warnings entry,
+// with "state": "started" | "ended")}, newline-terminated; and its journald fields (MESSAGE,
+// MESSAGE_ID, PRIORITY 4, HEADROOM_EVENT_KIND, HEADROOM_CGROUP, HEADROOM_ETA_SECONDS,
+// HEADROOM_WARNING_STATE, HEADROOM_WARNING (the whole JSON)).
+struct WarningEvent {
+  std::string line;
+  std::vector<std::string> fields;
+};
+WarningEvent makeWarningEvent(const nlohmann::json& warning, const std::string& hostname, double unix_time,
+                              const std::string& message);
 
 // ---- reading (pure) ----
 // What `headroom report --from-json` reads: one JSON document per line, or one document for the

@@ -38,8 +38,9 @@ class Sensors {
   // sensor is not active. Lives as long as this.
   ProcessSource* processSource() const;
   // Consumes what the rings and /dev/kmsg hold, waiting up to timeout_ms (-1: no limit) for the
-  // first record, or until `wake_fd` (an eventfd, when given) is written to; it is drained.
-  void poll(int timeout_ms, int wake_fd = -1);
+  // first record, or until `wake_fd` (an eventfd, when given) is written to; it is drained. Also
+  // until `watch_fd` is readable (the early warning's notifications), which its owner drains.
+  void poll(int timeout_ms, int wake_fd = -1, int watch_fd = -1);
   // Incidents ready to be told; the first call gives the kills the start's read of the ring
   // found (kmsg_from_start: found_after "kernel_log") before any other.
   std::vector<OomEvent> takeOomEvents();

@@ -56,6 +56,8 @@ Result<ProcStat> parseProcStat(std::string_view text);
 // /proc/<pid>/statm's resident set ("size resident shared text lib data dt", in pages) in bytes:
 // VmRSS without the sixty lines of status around it.
 Result<std::uint64_t> parseStatmResidentBytes(std::string_view text, std::uint64_t page_bytes);
+// A process's resident set from its statm under `fs`: the one cheap read of a process between samples.
+Result<std::uint64_t> readResidentBytes(const FsRoot& fs, pid_t pid);
 
 // NUL-separated argv, joined with spaces (trailing NULs dropped).
 std::string parseCmdline(std::string_view text);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "headroom/controller/controller.h"
+#include "headroom/controller/warning.h"
 #include "headroom/util/result.h"
 
 namespace headroom {
@@ -39,6 +40,9 @@ struct SupervisorConfig {
   BudgetHandover handover;
   std::string self_report;  // a file where the prover says how much it uses ("" none)
   bool bpf = true;
+  // The time to OOM of the prover's cgroup, from each sample; on_warning (--on-warning) tells the
+  // prover once per warning (signal: the prover's own process).
+  WarningSettings warning;
   std::vector<std::string> command;
 };
 

@@ -91,6 +91,13 @@ enabled = true
 min_interval = "90s"
 cgroup = "/prover/"
 
+[warning]
+enabled = false
+eta = "45s"
+window = "1m"
+fast_interval = "250ms"
+on_warning = "signal:USR2"
+
 [budget]
 enabled = false
 cgroup = "/system.slice/prover.service/"
@@ -101,6 +108,7 @@ overhead_factor = 1.25
 give_back_after = 5
 clean_period = "30m"
 growth_window = "2m"
+forecast_horizon = "20s"
 probe_max_age = 600
 hysteresis = "64MiB"
 state_file = "/var/lib/prover/budget.json"
@@ -191,6 +199,12 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_TRUE(c.probe_enabled);
   EXPECT_EQ(c.probe_min_interval, milliseconds(90000));
   EXPECT_EQ(c.probe_cgroup, "/prover");
+  EXPECT_FALSE(c.warning.enabled);
+  EXPECT_EQ(c.warning.eta, std::chrono::seconds(45));
+  EXPECT_EQ(c.warning.window, std::chrono::minutes(1));
+  EXPECT_EQ(c.warning.fast_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(c.warning.on_warning, "signal:USR2");
+  EXPECT_EQ(c.budget.policy.forecast_horizon, std::chrono::seconds(20));
   const BudgetConfig& b = c.budget;
   EXPECT_FALSE(b.enabled);
   EXPECT_EQ(b.cgroup, "/system.slice/prover.service");
@@ -578,6 +592,11 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "probe.enabled",
                                           "probe.min_interval",
                                           "probe.cgroup",
+                                          "warning.enabled",
+                                          "warning.eta",
+                                          "warning.window",
+                                          "warning.fast_interval",
+                                          "warning.on_warning",
                                           "budget.enabled",
                                           "budget.cgroup",
                                           "budget.margin_floor",
@@ -587,6 +606,7 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "budget.give_back_after",
                                           "budget.clean_period",
                                           "budget.growth_window",
+                                          "budget.forecast_horizon",
                                           "budget.probe_max_age",
                                           "budget.hysteresis",
                                           "budget.state_file",

@@ -526,7 +526,8 @@ TEST(Flight, PointJson) {
   p.usage = 42;
   p.parts = {{"anon", 40}, {"unattributed", 2}};
   EXPECT_EQ(toJson(p), json::parse(R"({"time":1700000000.5,"usage_bytes":42,"limit_bytes":null,
-                                       "parts":{"anon":40,"unattributed":2},"self_reported_bytes":null})"));
+                                       "parts":{"anon":40,"unattributed":2},"self_reported_bytes":null,
+                                       "fast":false,"reclaimable_bytes":null,"processes":[]})"));
   p.limit = 100;
   p.self_reported = 30;
   EXPECT_EQ(toJson(p)["limit_bytes"], 100);

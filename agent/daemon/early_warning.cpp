@@ -1,0 +1,226 @@
+// The agent's early warning. See daemon/early_warning.h.
+#include "headroom/daemon/early_warning.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "headroom/sources/procfs.h"
+#include "headroom/util/clock.h"
+#include "headroom/util/numbers.h"
+
+namespace headroom {
+namespace {
+
+constexpr std::size_t kProcessesPerBound = 8;
+constexpr const char* kHost = "host";
+// A cgroup the kernel keeps notifying of is read at most this often.
+constexpr auto kMinFullGap = std::chrono::milliseconds(100);
+
+}  // namespace
+
+EarlyWarning::EarlyWarning(const FsRoot& fs, const CgroupHierarchy& h, const WarningSettings& s)
+    : fs_(&fs), h_(&h), settings_(s), forecaster_(forecastPolicyOf(s)) {
+  if (!fs.isLive()) return;  // a fixture root has no kernel to notify
+  if (auto ev = CgroupEvents::create())
+    events_ = std::move(*ev);
+  else
+    spdlog::warn("early warning: no kernel notifications ({}); cgroups near their limit are polled",
+                 ev.error().describe());
+}
+
+void EarlyWarning::configure(const WarningSettings& s) {
+  settings_ = s;
+  forecaster_.setPolicy(forecastPolicyOf(s));
+  if (!s.enabled) {
+    watched_.clear();
+    if (events_) events_->keepOnly({});
+  }
+}
+
+void EarlyWarning::sample(const Snapshot& snap) {
+  if (!settings_.enabled) return;
+  const auto now = Clock::now();
+  std::set<std::string> keep;
+  const ForecastPolicy& policy = forecaster_.policy();
+  for (BoundReading& r : boundReadings(snap, kProcessesPerBound)) {
+    forecaster_.observe(r);
+    if (r.bound == kHost) continue;  // read at samples only
+    const std::string& name = r.bound;
+    keep.insert(name);
+    Watched& w = watched_[name];
+    const bool fresh = w.limit == 0;
+    w.limit = r.limit;
+    w.near = static_cast<double>(r.usage) >= policy.near_fraction * static_cast<double>(r.limit);
+    w.processes = std::move(r.processes);
+    if (fresh) w.next = now;
+    if (h_->version() == 2 && !w.dir) {
+      if (auto d = h_->open(name)) w.dir = std::move(*d);
+    }
+    if (events_) {
+      const auto threshold = static_cast<std::uint64_t>(policy.near_fraction * static_cast<double>(r.limit));
+      if (auto st = events_->watch(*h_, name, threshold); !st)
+        spdlog::debug("early warning: {} is polled: {}", name, st.error().describe());
+    }
+  }
+  for (auto it = watched_.begin(); it != watched_.end();) {
+    if (keep.count(it->first) == 0)
+      it = watched_.erase(it);
+    else
+      ++it;
+  }
+  if (events_) events_->keepOnly(keep);
+  forecaster_.forgetUnseen(monotonicNs() - 4 * policy.window_ns);
+}
+
+void EarlyWarning::readFull(const std::string& bound, Watched& w, CgroupFileCache& files, std::int64_t now_ns,
+                            std::int64_t wall_ns) {
+  auto cg = files.read(*h_, bound);
+  if (!cg) return;  // gone: the next sample drops it
+  BoundReading r;
+  r.bound = bound;
+  r.time_ns = now_ns;
+  r.wall_ns = wall_ns;
+  r.limit = cg->limit.value_or(w.limit);
+  r.usage = cg->usage;
+  r.reclaimable = reclaimableBytes(*cg);
+  addSignals(r, *cg);
+  for (auto it = w.processes.begin(); it != w.processes.end();) {
+    if (auto rss = readResidentBytes(*fs_, it->pid)) {
+      it->rss = *rss;
+      ++it;
+    } else {
+      it = w.processes.erase(it);  // ended
+    }
+  }
+  r.processes = w.processes;
+  w.limit = r.limit;
+  w.near = static_cast<double>(r.usage) >= forecaster_.policy().near_fraction * static_cast<double>(r.limit);
+  forecaster_.observe(r);
+  FlightPoint p;
+  p.wall_time_ns = wall_ns;
+  p.completed_monotonic_ns = now_ns;
+  p.usage = r.usage;
+  p.limit = r.limit;
+  p.reclaimable = r.reclaimable;
+  p.fast = true;
+  for (const GrowerReading& g : w.processes) p.processes.push_back(FlightProcess{g.pid, g.comm, g.rss});
+  std::sort(p.processes.begin(), p.processes.end(),
+            [](const FlightProcess& a, const FlightProcess& b) { return a.rss > b.rss; });
+  if (p.processes.size() > kFlightProcesses) p.processes.resize(kFlightProcesses);
+  // Bounded: a sample takes them every interval; a stalled loop keeps the newest.
+  constexpr std::size_t kMaxFastPoints = 4096;
+  if (fast_points_.size() >= kMaxFastPoints) fast_points_.erase(fast_points_.begin());
+  fast_points_.emplace_back(bound, std::move(p));
+}
+
+void EarlyWarning::readLight(const std::string& bound, Watched& w, std::int64_t now_ns, std::int64_t wall_ns) {
+  if (!w.dir) return;
+  auto text = w.dir->readFile("memory.current");
+  if (!text) return;
+  auto usage = parseU64(trim(*text));
+  if (!usage) return;
+  BoundReading r;
+  r.bound = bound;
+  r.time_ns = now_ns;
+  r.wall_ns = wall_ns;
+  r.limit = w.limit;
+  r.usage = *usage;
+  w.near = static_cast<double>(*usage) >= forecaster_.policy().near_fraction * static_cast<double>(w.limit);
+  forecaster_.observe(r);
+}
+
+bool EarlyWarning::tick(CgroupFileCache& files) {
+  if (!settings_.enabled) return false;
+  std::set<std::string> notified;
+  if (events_)
+    for (std::string& p : events_->take()) notified.insert(std::move(p));
+  const auto now = Clock::now();
+  const std::int64_t now_ns = monotonicNs(), wall_ns = realtimeNs();
+  bool read = false;
+  for (auto& [name, w] : watched_) {
+    const bool spoke = notified.count(name) != 0;
+    if (!spoke && now < w.next) continue;
+    if (spoke && now < w.next - settings_.fast_interval + kMinFullGap) continue;  // read a moment ago
+    w.next = now + settings_.fast_interval;
+    read = true;
+    if (spoke) ++notified_;
+    if (w.near || spoke) {
+      readFull(name, w, files, now_ns, wall_ns);
+    } else if (h_->version() == 2 || !events_) {
+      readLight(name, w, now_ns, wall_ns);
+      if (w.near) readFull(name, w, files, now_ns, wall_ns);  // crossed: read it whole now
+    } else {
+      // v1 below its usage threshold: the kernel would have said had it crossed.
+      forecaster_.calmUntil(name, now_ns);
+    }
+  }
+  return read;
+}
+
+EarlyWarning::Clock::time_point EarlyWarning::nextDue() const {
+  auto next = Clock::time_point::max();
+  if (!settings_.enabled) return next;
+  for (const auto& [name, w] : watched_) next = std::min(next, w.next);
+  return next;
+}
+
+std::optional<OomEta> EarlyWarning::etaOf(const CgroupSnapshot& c) const {
+  std::optional<OomEta> best;
+  for (const Bound& b : c.bounds) {
+    auto e = forecaster_.eta(b.name);
+    if (!e) continue;
+    const bool better = !best || (e->eta_seconds && (!best->eta_seconds || *e->eta_seconds < *best->eta_seconds)) ||
+                        (!e->eta_seconds && !best->eta_seconds && e->room < best->room);
+    if (better) best = std::move(e);
+  }
+  return best;
+}
+
+const WarningEpisode* EarlyWarning::warningFor(const std::vector<Bound>& bounds) const {
+  const WarningEpisode* found = nullptr;
+  for (const WarningEpisode* w : forecaster_.active()) {
+    for (const Bound& b : bounds) {
+      if (b.name != w->bound) continue;
+      if (found == nullptr || w->latest.eta_seconds.value_or(1e18) < found->latest.eta_seconds.value_or(1e18))
+        found = w;
+    }
+  }
+  return found;
+}
+
+nlohmann::json EarlyWarning::document(const Snapshot* snap) const {
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const WarningEpisode* w : forecaster_.active()) {
+    nlohmann::json j = toJson(*w);
+    nlohmann::json cgroups = nlohmann::json::array();
+    if (snap != nullptr)
+      for (const CgroupSnapshot& c : snap->cgroups)
+        if (std::any_of(c.bounds.begin(), c.bounds.end(), [&](const Bound& b) { return b.name == w->bound; }))
+          cgroups.push_back(c.memory.path);
+    j["cgroups"] = std::move(cgroups);
+    warnings.push_back(std::move(j));
+  }
+  std::size_t fast = 0;
+  for (const auto& [name, w] : watched_) fast += w.near ? 1 : 0;
+  return {{"enabled", settings_.enabled},
+          {"eta_threshold_seconds", std::chrono::duration<double>(settings_.eta).count()},
+          {"watched",
+           {{"bounds", watched_.size()},
+            {"fast", fast},
+            {"notifications", events_ ? events_->watched() : 0},
+            {"notified_readings", notified_}}},
+          {"warnings", std::move(warnings)}};
+}
+
+WarningVerdict EarlyWarning::killed(const std::string& cgroup, std::int64_t kill_ns) {
+  WarningVerdict v = forecaster_.verdict(cgroup, kill_ns);
+  forecaster_.killed(cgroup, kill_ns);
+  return v;
+}
+
+std::vector<std::string> EarlyWarning::notes() const { return events_ ? events_->notes() : std::vector<std::string>{}; }
+
+}  // namespace headroom
