@@ -19,6 +19,7 @@
 #include "headroom/cli/top_terminal.h"
 #include "headroom/config/config.h"
 #include "headroom/journal/journal.h"
+#include "headroom/model/oom_forecast.h"
 #include "headroom/model/snapshot_json.h"
 #include "headroom/net/http_client.h"
 #include "headroom/report/live_screen.h"
@@ -72,6 +73,16 @@ class AgentSource final : public TopSource {
       next.ooms_note = fmt::format("/v1/ooms answered {}", ooms->first);
     } else if (auto st = readOomsDocument(ooms->second, next); !st) {
       next.ooms_note = "/v1/ooms: " + st.error().describe();
+    }
+
+    auto warnings = get("/v1/warnings");
+    next.warnings_note.clear();
+    if (!warnings) {
+      next.warnings_note = warnings.error().describe();
+    } else if (warnings->first != 200) {
+      next.warnings_note = fmt::format("/v1/warnings answered {}", warnings->first);
+    } else if (auto st = readWarningsDocument(warnings->second, next); !st) {
+      next.warnings_note = "/v1/warnings: " + st.error().describe();
     }
 
     auto budget = get("/v1/budget");
@@ -134,6 +145,11 @@ class LocalSource final : public TopSource {
     auto snap = buildSnapshot(std::move(*raw), roles_, std::move(readings));
     TopData next = data;
     if (auto st = readSnapshotDocument(toJson(*snap), next); !st) return st;
+    // The time to OOM from this view's own samples (one each refresh).
+    for (const BoundReading& r : boundReadings(*snap)) forecaster_.observe(r);
+    forecaster_.forgetUnseen(snap->monotonic_time_ns - 4 * forecaster_.policy().window_ns);
+    (void)forecaster_.takeChanges();
+    (void)readWarningsDocument(warningsDocument(forecaster_, snap.get()), next);
     readJournalIfChanged();
     mergeOoms(next);
     next.budget.reset();
@@ -196,6 +212,7 @@ class LocalSource final : public TopSource {
   const TopOptions& opts_;
   SourceRoot root_;
   RoleMatcher roles_;
+  OomForecaster forecaster_;  // the time to OOM of what this view samples
   std::unique_ptr<Sensors> sensors_;
   ProcessCache processes_;
   CgroupFileCache cgroup_files_;

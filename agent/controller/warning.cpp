@@ -12,6 +12,9 @@
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "headroom/net/http_client.h"
 #include "headroom/sources/fs_root.h"
@@ -30,6 +33,49 @@ const char* signalName(int sig) { return sigabbrev_np(sig) != nullptr ? sigabbre
 
 // The largest situation a command gets on its stdin without waiting (a pipe's buffer is 64 KiB).
 constexpr std::size_t kMaxStdin = 60 * 1024;
+
+// Starts `/bin/sh -c cmd` in a process group of its own with default signal handling, `situation`
+// (and a newline) on its stdin, which is closed after, and in $HEADROOM_WARNING.
+Result<pid_t> spawnShell(const std::string& cmd, std::string situation) {
+  std::array<int, 2> pipefd{};
+  if (::pipe2(pipefd.data(), O_CLOEXEC) != 0) return errnoError("pipe");
+  Fd read_end(pipefd[0]), write_end(pipefd[1]);
+  // Written before the command starts, while this end still reads too: it fits the pipe's buffer,
+  // and a command that never reads it (or has ended) cannot raise SIGPIPE here.
+  ::fcntl(write_end.get(), F_SETFL, O_NONBLOCK);
+  const std::string line = situation + "\n";
+  if (line.size() <= kMaxStdin) (void)!::write(write_end.get(), line.data(), line.size());
+  write_end = Fd();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, read_end.get(), 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // A group of its own: a timeout ends whatever the command started too.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!std::string_view(*e).starts_with("HEADROOM_WARNING=")) env.emplace_back(*e);
+  env.push_back("HEADROOM_WARNING=" + situation);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string sh = "/bin/sh", dash_c = "-c", command = cmd;
+  std::array<char*, 4> argv{sh.data(), dash_c.data(), command.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return sysError(rc, "starting /bin/sh");
+  return pid;
+}
 
 }  // namespace
 
@@ -113,42 +159,10 @@ void HookRunner::fire(const WarningHook& h, const nlohmann::json& situation, con
     }
     case WarningHook::Kind::kCommand: {
       std::string text = situation.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      int pipefd[2];
-      if (::pipe2(pipefd, O_CLOEXEC) != 0) return done(false, fmt::format("pipe: {}", std::strerror(errno)));
-      Fd read_end(pipefd[0]), write_end(pipefd[1]);
-      posix_spawn_file_actions_t fa;
-      posix_spawn_file_actions_init(&fa);
-      posix_spawn_file_actions_adddup2(&fa, read_end.get(), 0);
-      posix_spawnattr_t attr;
-      posix_spawnattr_init(&attr);
-      // A group of its own: a timeout ends whatever the command started too.
-      posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-      posix_spawnattr_setpgroup(&attr, 0);
-      sigset_t none, all;
-      sigemptyset(&none);
-      sigfillset(&all);
-      posix_spawnattr_setsigmask(&attr, &none);
-      posix_spawnattr_setsigdefault(&attr, &all);
-      std::vector<std::string> env;
-      for (char** e = environ; *e != nullptr; ++e)
-        if (!std::string_view(*e).starts_with("HEADROOM_WARNING=")) env.emplace_back(*e);
-      env.push_back("HEADROOM_WARNING=" + text);
-      std::vector<char*> envp;
-      for (std::string& e : env) envp.push_back(e.data());
-      envp.push_back(nullptr);
-      std::string sh = "/bin/sh", dash_c = "-c", cmd = h.text;
-      std::array<char*, 4> argv{sh.data(), dash_c.data(), cmd.data(), nullptr};
-      pid_t pid = 0;
-      const int rc = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, argv.data(), envp.data());
-      posix_spawn_file_actions_destroy(&fa);
-      posix_spawnattr_destroy(&attr);
-      if (rc != 0) return done(false, fmt::format("/bin/sh could not start: {}", std::strerror(rc)));
-      read_end = Fd();
-      ::fcntl(write_end.get(), F_SETFL, O_NONBLOCK);
-      text += "\n";
-      if (text.size() <= kMaxStdin) (void)!::write(write_end.get(), text.data(), text.size());
+      auto pid = spawnShell(h.text, text);
+      if (!pid) return done(false, pid.error().describe());
       auto now = Clock::now();
-      commands_.push_back(Command{pid, now, now + timeout_, h.text});
+      commands_.push_back(Command{*pid, now, now + timeout_, h.text});
       return;
     }
     case WarningHook::Kind::kUrl: {

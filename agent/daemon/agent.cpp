@@ -572,12 +572,12 @@ void Agent::Impl::sample() {
   std::vector<Exporter::Forecast> forecasts;
   if (early_.enabled()) {
     for (const CgroupSnapshot& c : snap->cgroups) {
-      auto e = early_.etaOf(c);
+      auto e = nearestEta(early_.forecaster(), c.bounds);
       if (!e) continue;
       const bool trusted = e->confidence >= Confidence::kMedium;
       forecasts.push_back(Exporter::Forecast{c.memory.path, trusted ? e->eta_seconds : std::nullopt,
                                              e->growth_bytes_per_second, confidenceRatio(e->confidence),
-                                             early_.warningFor(c.bounds) != nullptr});
+                                             warningFor(early_.forecaster(), c.bounds) != nullptr});
     }
   }
   exporter_.recordForecasts(std::move(forecasts));

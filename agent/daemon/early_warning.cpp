@@ -167,52 +167,17 @@ EarlyWarning::Clock::time_point EarlyWarning::nextDue() const {
   return next;
 }
 
-std::optional<OomEta> EarlyWarning::etaOf(const CgroupSnapshot& c) const {
-  std::optional<OomEta> best;
-  for (const Bound& b : c.bounds) {
-    auto e = forecaster_.eta(b.name);
-    if (!e) continue;
-    const bool better = !best || (e->eta_seconds && (!best->eta_seconds || *e->eta_seconds < *best->eta_seconds)) ||
-                        (!e->eta_seconds && !best->eta_seconds && e->room < best->room);
-    if (better) best = std::move(e);
-  }
-  return best;
-}
-
-const WarningEpisode* EarlyWarning::warningFor(const std::vector<Bound>& bounds) const {
-  const WarningEpisode* found = nullptr;
-  for (const WarningEpisode* w : forecaster_.active()) {
-    for (const Bound& b : bounds) {
-      if (b.name != w->bound) continue;
-      if (found == nullptr || w->latest.eta_seconds.value_or(1e18) < found->latest.eta_seconds.value_or(1e18))
-        found = w;
-    }
-  }
-  return found;
-}
-
 nlohmann::json EarlyWarning::document(const Snapshot* snap) const {
-  nlohmann::json warnings = nlohmann::json::array();
-  for (const WarningEpisode* w : forecaster_.active()) {
-    nlohmann::json j = toJson(*w);
-    nlohmann::json cgroups = nlohmann::json::array();
-    if (snap != nullptr)
-      for (const CgroupSnapshot& c : snap->cgroups)
-        if (std::any_of(c.bounds.begin(), c.bounds.end(), [&](const Bound& b) { return b.name == w->bound; }))
-          cgroups.push_back(c.memory.path);
-    j["cgroups"] = std::move(cgroups);
-    warnings.push_back(std::move(j));
-  }
+  nlohmann::json doc = warningsDocument(forecaster_, snap);
   std::size_t fast = 0;
   for (const auto& [name, w] : watched_) fast += w.near ? 1 : 0;
-  return {{"enabled", settings_.enabled},
-          {"eta_threshold_seconds", std::chrono::duration<double>(settings_.eta).count()},
-          {"watched",
-           {{"bounds", watched_.size()},
-            {"fast", fast},
-            {"notifications", events_ ? events_->watched() : 0},
-            {"notified_readings", notified_}}},
-          {"warnings", std::move(warnings)}};
+  doc["enabled"] = settings_.enabled;
+  doc["eta_threshold_seconds"] = std::chrono::duration<double>(settings_.eta).count();
+  doc["watched"] = {{"bounds", watched_.size()},
+                    {"fast", fast},
+                    {"notifications", events_ ? events_->watched() : 0},
+                    {"notified_readings", notified_}};
+  return doc;
 }
 
 WarningVerdict EarlyWarning::killed(const std::string& cgroup, std::int64_t kill_ns) {

@@ -426,6 +426,9 @@ void emitCgroup(SeriesSink& sink, const CgroupSnapshot& c) {
   if (m.oom_kills) sink.add(kCgroupOomKills, cg, num(*m.oom_kills));
   const std::optional<std::uint64_t> hits = m.version == 1 ? m.failcnt : m.events.get("max");
   if (hits) sink.add(kCgroupLimitHits, cg, num(*hits));
+  for (const auto& [event, n] : m.events.entries()) sink.add(kCgroupMemoryEvents, cg, {std::string(event)}, num(n));
+  for (const auto& [event, n] : m.swap_events.entries())
+    sink.add(kCgroupMemoryEvents, cg, {"swap_" + std::string(event)}, num(n));
   if (m.pressure) {
     sink.add(kCgroupPressure, cg, {"some"}, sec(m.pressure->some.total_us));
     if (m.pressure->full) sink.add(kCgroupPressure, cg, {"full"}, sec(m.pressure->full->total_us));

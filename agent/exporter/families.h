@@ -85,6 +85,7 @@ inline constexpr const char* kCgroupInvisible = "headroom_cgroup_invisible_bytes
 inline constexpr const char* kCgroupOomEvents = "headroom_cgroup_oom_events_total";
 inline constexpr const char* kCgroupOomKills = "headroom_cgroup_oom_kills_total";
 inline constexpr const char* kCgroupLimitHits = "headroom_cgroup_limit_hits_total";
+inline constexpr const char* kCgroupMemoryEvents = "headroom_cgroup_memory_events_total";
 inline constexpr const char* kCgroupPressure = "headroom_cgroup_pressure_seconds_total";
 inline constexpr const char* kCgroupProcesses = "headroom_cgroup_processes";
 // Time to OOM and warnings.

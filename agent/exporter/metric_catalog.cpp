@@ -164,6 +164,9 @@ std::vector<MetricInfo> buildCatalog() {
       {kCgroupOomKills, kC, cg,
        "Processes the OOM killer killed in the cgroup (memory.events oom_kill, v1 oom_control)."},
       {kCgroupLimitHits, kC, cg, "Times usage hit the limit (v1 memory.failcnt, v2 memory.events max)."},
+      {kCgroupMemoryEvents, kC, with({"event"}),
+       "The cgroup's memory events as the kernel counts them, by event (v2 memory.events: low, high, max, oom, "
+       "oom_kill, oom_group_kill; memory.swap.events as swap_high, swap_max, swap_fail)."},
       {kCgroupPressure, kC, with({"kind"}),
        "Memory pressure stall time of the cgroup (v2 memory.pressure total), in seconds."},
       {kCgroupProcesses, kG, cg, "Processes in the cgroup and its descendants."},

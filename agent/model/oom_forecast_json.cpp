@@ -1,4 +1,5 @@
 // The forecast's documents. See model/oom_forecast.h.
+#include <algorithm>
 #include <cmath>
 
 #include "headroom/model/oom_forecast.h"
@@ -64,6 +65,58 @@ nlohmann::json toJson(const WarningVerdict& v) {
           {"warned_at", orNull(at)},
           {"calm_seconds", orNull(v.calm_seconds)},
           {"episode", orNull(v.episode)}};
+}
+
+std::optional<OomEta> nearestEta(const OomForecaster& f, const std::vector<Bound>& bounds) {
+  std::optional<OomEta> best;
+  for (const Bound& b : bounds) {
+    auto e = f.eta(b.name);
+    if (!e) continue;
+    const bool better = !best || (e->eta_seconds && (!best->eta_seconds || *e->eta_seconds < *best->eta_seconds)) ||
+                        (!e->eta_seconds && !best->eta_seconds && e->room < best->room);
+    if (better) best = std::move(e);
+  }
+  return best;
+}
+
+const WarningEpisode* warningFor(const OomForecaster& f, const std::vector<Bound>& bounds) {
+  const WarningEpisode* found = nullptr;
+  for (const WarningEpisode* w : f.active()) {
+    const bool ours = std::any_of(bounds.begin(), bounds.end(), [&](const Bound& b) { return b.name == w->bound; });
+    if (ours && (found == nullptr || w->latest.eta_seconds.value_or(1e18) < found->latest.eta_seconds.value_or(1e18)))
+      found = w;
+  }
+  return found;
+}
+
+nlohmann::json warningsDocument(const OomForecaster& f, const Snapshot* snap) {
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const WarningEpisode* w : f.active()) {
+    nlohmann::json j = toJson(*w);
+    nlohmann::json cgroups = nlohmann::json::array();
+    if (snap != nullptr)
+      for (const CgroupSnapshot& c : snap->cgroups)
+        if (std::any_of(c.bounds.begin(), c.bounds.end(), [&](const Bound& b) { return b.name == w->bound; }))
+          cgroups.push_back(c.memory.path);
+    j["cgroups"] = std::move(cgroups);
+    warnings.push_back(std::move(j));
+  }
+  nlohmann::json cgroups = nlohmann::json::array();
+  if (snap != nullptr) {
+    for (const CgroupSnapshot& c : snap->cgroups) {
+      auto e = nearestEta(f, c.bounds);
+      if (!e) continue;
+      const bool trusted = e->confidence >= Confidence::kMedium && e->eta_seconds;
+      cgroups.push_back(
+          {{"cgroup", c.memory.path},
+           {"bound", e->bound},
+           {"eta_seconds", trusted ? nlohmann::json(rounded(*e->eta_seconds, 0.01)) : nlohmann::json(nullptr)},
+           {"growth_bytes_per_second", std::llround(e->growth_bytes_per_second)},
+           {"confidence", toString(e->confidence)},
+           {"warning", warningFor(f, c.bounds) != nullptr}});
+    }
+  }
+  return {{"warnings", std::move(warnings)}, {"cgroups", std::move(cgroups)}};
 }
 
 }  // namespace headroom

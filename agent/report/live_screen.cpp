@@ -90,6 +90,33 @@ std::string percent(std::uint64_t part, std::uint64_t whole) {
   return fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
 }
 
+// A time to OOM in a few characters: "45s", "12m", "3h", "-" when not growing toward a bound; "!"
+// after it while a warning is in force.
+std::string etaText(const TopCgroup& g) {
+  std::string t = "-";
+  if (g.oom_eta) {
+    const double e = std::max(0.0, *g.oom_eta);
+    t = e < 120    ? fmt::format("{:.0f}s", e)
+        : e < 7200 ? fmt::format("{:.0f}m", e / 60)
+                   : fmt::format("{:.0f}h", e / 3600);
+  }
+  return g.warned ? t + "!" : t;
+}
+
+// The warnings in force, one line each (at most `max`).
+void warningLines(Lines& out, const TopData& d, std::size_t max) {
+  for (std::size_t i = 0; i < d.warnings.size() && i < max; ++i) {
+    const TopWarning& w = d.warnings[i];
+    out.add(fmt::format("OOM WARNING  {} runs out of memory in {}: {} held of {}, +{}/s (confidence {})", w.bound,
+                        w.eta ? fmt::format("~{:.0f} s", *w.eta) : std::string("?"), formatBytes(w.held),
+                        formatBytes(w.limit), formatBytes(static_cast<std::uint64_t>(std::max(0.0, w.growth))),
+                        w.confidence),
+            TopStyle::kWarning);
+  }
+  if (d.warnings.size() > max)
+    out.add(fmt::format("... {} more OOM warnings", d.warnings.size() - max), TopStyle::kWarning);
+}
+
 // The cgroups' section in at most `rows` lines (at least 3: title, header, one row).
 void cgroupSection(Lines& out, const TopData& d, const TopViewState& s, int rows) {
   std::vector<TopCgroup> cg = d.cgroups;
@@ -98,26 +125,26 @@ void cgroupSection(Lines& out, const TopData& d, const TopViewState& s, int rows
   std::size_t longest = 6;
   for (const TopCgroup& g : cg) longest = std::max(longest, g.path.size());
   // Fixed columns: 5 sizes, INVIS%, OOMS, PROCS; the parts take what the path leaves.
-  const int fixed = 2 + 11 * 5 + 7 + 6 + 6 + (workloads ? 17 : 0);
+  const int fixed = 2 + 11 * 5 + 8 + 7 + 6 + 6 + (workloads ? 17 : 0);
   const std::size_t path_w =
       std::min<std::size_t>(longest, static_cast<std::size_t>(std::max(16, s.cols - fixed - 24)));
   out.add(fmt::format("CGROUPS  {}  {}  (visible: anon, file, shmem; invisible: what no process's RSS shows)",
                       cg.size(), sortLabel(toString(s.cgroup_sort), s.cgroup_reversed)),
           TopStyle::kSection);
-  out.add(fmt::format("  {} {}{:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>5} {:>5}  {}", cell("CGROUP", path_w),
-                      workloads ? cell("WORKLOAD", 16) + " " : "", "USAGE", "LIMIT", "HEADROOM", "VISIBLE", "INVISIBLE",
-                      "INVIS%", "OOMS", "PROCS", "INVISIBLE PARTS (~ estimated)"),
+  out.add(fmt::format("  {} {}{:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>6} {:>5} {:>5}  {}", cell("CGROUP", path_w),
+                      workloads ? cell("WORKLOAD", 16) + " " : "", "USAGE", "LIMIT", "HEADROOM", "OOM IN", "VISIBLE",
+                      "INVISIBLE", "INVIS%", "OOMS", "PROCS", "INVISIBLE PARTS (~ estimated)"),
           TopStyle::kHeader);
   int room = rows - 2;
   std::size_t shown = cg.size() <= static_cast<std::size_t>(room) ? cg.size() : static_cast<std::size_t>(room - 1);
   if (cg.empty()) out.add("  (no memory cgroup with a process in it)");
   for (std::size_t i = 0; i < shown; ++i) {
     const TopCgroup& g = cg[i];
-    out.add(fmt::format("  {} {}{:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>5} {:>5}  {}", tailCell(g.path, path_w),
-                        workloads ? cell(g.workload, 16) + " " : "", formatBytes(g.usage), bytesOr(g.limit, "none"),
-                        bytesOr(g.headroom), formatBytes(g.visible), formatBytes(g.invisible),
-                        percent(g.invisible, g.usage), g.oom_kills ? std::to_string(*g.oom_kills) : "-", g.processes,
-                        partsText(g)));
+    out.add(fmt::format("  {} {}{:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>6} {:>5} {:>5}  {}",
+                        tailCell(g.path, path_w), workloads ? cell(g.workload, 16) + " " : "", formatBytes(g.usage),
+                        bytesOr(g.limit, "none"), bytesOr(g.headroom), etaText(g), formatBytes(g.visible),
+                        formatBytes(g.invisible), percent(g.invisible, g.usage),
+                        g.oom_kills ? std::to_string(*g.oom_kills) : "-", g.processes, partsText(g)));
   }
   if (shown < cg.size())
     out.add(fmt::format("  ... {} more cgroups (a taller terminal shows them)", cg.size() - shown));
@@ -205,6 +232,8 @@ const std::vector<std::string>& helpText() {
       "  Sizes are binary (KiB, MiB, GiB); ~ marks an estimate; - a figure not known.",
       "  HEADROOM: what the cgroup can still take before its tightest bound (its own limit, an",
       "  ancestor's, or the machine's available memory).",
+      "  OOM IN: the time to OOM at the growth of what cannot be reclaimed (a steady trend only);",
+      "  ! while a warning is in force (docs/warnings.md).",
   };
   return kHelp;
 }
@@ -233,6 +262,7 @@ std::vector<TopLine> renderTop(const TopData& d, const TopViewState& s) {
   } else {
     out.add(machineLine(d.machine));
     out.add(budgetLine(d));
+    warningLines(out, d, 3);
     if (!s.error.empty()) out.add("! " + s.error + " (the figures shown are older)", TopStyle::kWarning);
     if (!s.log.empty()) out.add("log: " + printableText(s.log), TopStyle::kWarning);
     if (s.help) {

@@ -2,6 +2,8 @@
 // that change what is shown. Pure: no terminal, no clock, no I/O; live_screen.cpp lays it out.
 #include "headroom/report/live_view.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -179,6 +181,36 @@ Status readOomsDocument(const json& doc, TopData& data) {
   std::reverse(ooms.begin(), ooms.end());  // the agent lists them oldest first
   data.ooms = std::move(ooms);
   data.ooms_total = u64(doc, "total").value_or(data.ooms.size());
+  return ok();
+}
+
+Status readWarningsDocument(const json& doc, TopData& data) {
+  data.warnings.clear();
+  const json& warnings = member(doc, "warnings");
+  const json& cgroups = member(doc, "cgroups");
+  if (!warnings.is_array() || !cgroups.is_array()) return badData("no \"warnings\" or \"cgroups\" list");
+  for (const json& w : warnings) {
+    const json& latest = member(w, "latest");
+    TopWarning t;
+    t.bound = str(w, "bound");
+    if (const json& eta = member(latest, "eta_seconds"); eta.is_number()) t.eta = eta.get<double>();
+    t.held = u64Or0(latest, "held_bytes");
+    t.limit = u64Or0(latest, "limit_bytes");
+    if (const json& g = member(latest, "growth_bytes_per_second"); g.is_number()) t.growth = g.get<double>();
+    t.confidence = str(latest, "confidence");
+    data.warnings.push_back(std::move(t));
+  }
+  std::map<std::string, const json*> by_path;
+  for (const json& c : cgroups) by_path[str(c, "cgroup")] = &c;
+  for (TopCgroup& g : data.cgroups) {
+    auto it = by_path.find(g.path);
+    g.oom_eta.reset();
+    g.warned = false;
+    if (it == by_path.end()) continue;
+    if (const json& eta = member(*it->second, "eta_seconds"); eta.is_number()) g.oom_eta = eta.get<double>();
+    const json& warned = member(*it->second, "warning");
+    g.warned = warned.is_boolean() && warned.get<bool>();
+  }
   return ok();
 }
 

@@ -270,6 +270,7 @@ Status applyCgroupFile(CgroupMemory& cg, std::string_view file, std::string_view
     return st;
   }
   if (file == "memory.events.local") return setStat(cg, cg.events_local, file, text);
+  if (file == "memory.swap.events") return setStat(cg, cg.swap_events, file, text);
   if (file == "memory.oom_control") {
     auto st = setStat(cg, cg.oom_control, file, text);
     cg.under_oom = cg.oom_control.getOr("under_oom") != 0;
@@ -293,9 +294,11 @@ struct FileSpec {
   bool required;
 };
 constexpr std::array kV2Files = {
-    FileSpec{"memory.current", true}, FileSpec{"memory.max", true},           FileSpec{"memory.stat", true},
-    FileSpec{"memory.peak", false},   FileSpec{"memory.high", false},         FileSpec{"memory.swap.current", false},
-    FileSpec{"memory.events", false}, FileSpec{"memory.events.local", false}, FileSpec{"memory.pressure", false},
+    FileSpec{"memory.current", true},   FileSpec{"memory.max", true},
+    FileSpec{"memory.stat", true},      FileSpec{"memory.peak", false},
+    FileSpec{"memory.high", false},     FileSpec{"memory.swap.current", false},
+    FileSpec{"memory.events", false},   FileSpec{"memory.events.local", false},
+    FileSpec{"memory.pressure", false}, FileSpec{"memory.swap.events", false},
 };
 constexpr std::array kV1Files = {
     FileSpec{"memory.usage_in_bytes", true},

@@ -6,7 +6,8 @@ reads test by test.
   and kmsg and told apart from kill -9, snapshot truth against /proc and memory.stat (the root
   cgroup's processes included) with each per-process source, the task iterator against /proc
   field by field, one `headroom run` retry, and the journal's picture of a kill
-  from the kernel's report (a cgroup born and killed between two samples).
+  from the kernel's report (a cgroup born and killed between two samples), and the warning
+  before a kill (seen coming, or said why not; no warning in a minute of calm or page cache).
 - full: every integration test, the privileged kit tests (the demo, Prometheus on a real agent,
   the systemd unit's capability set), the container scenarios, and a real Podman container's
   OOM kill named through Podman's API.
@@ -38,6 +39,11 @@ SMOKE_TESTS = [
     # it, one while no agent ran (from the kernel's log), and a restart after (the host runs the
     # other scenarios too)
     "Restart.AKillLeftInFlightByASigkilledAgentAndOneWhileNoneRanAreEachJournaledOnce",
+    # the warning before a kill on v2: a steady climb warned ahead, a burst said to be beyond a
+    # warning, calm and page cache not warned in a minute, the hook, `headroom run --on-warning`;
+    # and the kernel's notifications (memory.events) that a cgroup nears its limit
+    "Warning.SeenComingOrSaidWhyNotAndNoCryingWolfInAMinute",
+    "Warning.TheKernelSaysWhenACgroupNearsItsLimit",
 ]
 
 

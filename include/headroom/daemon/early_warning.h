@@ -46,14 +46,8 @@ class EarlyWarning {
   std::vector<std::pair<std::string, FlightPoint>> takeFastPoints() { return std::exchange(fast_points_, {}); }
   // Warnings started or ended since the last call.
   std::vector<WarningEpisode> takeChanges() { return forecaster_.takeChanges(); }
-  // A cgroup's forecast: of its bound nearest to OOM (the smallest time to OOM; without any, the
-  // one with the least room).
-  std::optional<OomEta> etaOf(const CgroupSnapshot& c) const;
-  // Whether a warning is in force for a bound of the cgroup at `path` (a cgroup of the snapshot,
-  // or the prover's): the episode, else nullptr.
-  const WarningEpisode* warningFor(const std::vector<Bound>& bounds) const;
-  // /v1/warnings: {"enabled", "eta_threshold_seconds", "watched": {"bounds", "fast", "notified"},
-  // "warnings": [episode with its cgroups]}.
+  // /v1/warnings: the model's warningsDocument with {"enabled", "eta_threshold_seconds",
+  // "watched": {"bounds", "fast", "notifications", "notified_readings"}}.
   nlohmann::json document(const Snapshot* snap) const;
 
   // At a kill of the OOM domain `cgroup` ("host" for a global OOM) at `kill_ns`: whether it was

@@ -192,6 +192,12 @@ std::vector<BoundReading> boundReadings(const Snapshot& snap, std::size_t proces
 // The kernel's signals of one cgroup's files onto a reading (v2 memory.events, v1 failcnt, PSI).
 void addSignals(BoundReading& r, const CgroupMemory& cg);
 
+// A cgroup's forecast: of its bound nearest to OOM (the smallest time to OOM; without any, the one
+// with the least room); nullopt when none of its bounds was read.
+std::optional<OomEta> nearestEta(const OomForecaster& f, const std::vector<Bound>& bounds);
+// The warning in force for one of `bounds` (the nearest to OOM), or nullptr.
+const WarningEpisode* warningFor(const OomForecaster& f, const std::vector<Bound>& bounds);
+
 // The documents (/v1/warnings, the hook's JSON, the journal record's `warning`; docs/warnings.md).
 // {bound, limit_bytes, usage_bytes, reclaimable_bytes, held_bytes, room_bytes,
 //  growth_bytes_per_second, eta_seconds (null: not growing), confidence, agreement, points,
@@ -199,6 +205,10 @@ void addSignals(BoundReading& r, const CgroupMemory& cg);
 nlohmann::json toJson(const OomEta& e);
 // {id, bound, since (unix seconds), eta_at_start_seconds, confidence_at_start, ended, end_reason, latest}
 nlohmann::json toJson(const WarningEpisode& w);
+// What /v1/warnings and `headroom top` show: {"warnings": [toJson(episode) with "cgroups" (the
+// snapshot's cgroups under its bound)], "cgroups": [{cgroup, eta_seconds (trusted only, else
+// null), growth_bytes_per_second, confidence, warning}] for each of the snapshot's cgroups}.
+nlohmann::json warningsDocument(const OomForecaster& f, const Snapshot* snap);
 // {verdict, text, lead_seconds, eta_seconds, warned_at, calm_seconds, episode}: null where absent.
 nlohmann::json toJson(const WarningVerdict& v);
 

@@ -38,6 +38,8 @@ struct TopCgroup {
   std::vector<TopPart> invisible_parts;  // largest first
   std::optional<std::uint64_t> oom_kills;
   std::size_t processes = 0;
+  std::optional<double> oom_eta;  // seconds to OOM at its nearest bound (a trusted trend only)
+  bool warned = false;            // a warning is in force for one of its bounds
 };
 
 struct TopProcess {
@@ -68,6 +70,15 @@ struct TopBudget {
 };
 
 // Everything one frame shows.
+// A warning in force (/v1/warnings).
+struct TopWarning {
+  std::string bound;
+  std::optional<double> eta;
+  std::uint64_t held = 0, limit = 0;
+  double growth = 0;  // bytes per second
+  std::string confidence;
+};
+
 struct TopData {
   std::int64_t wall_time_ns = 0;
   TopMachine machine;
@@ -78,6 +89,8 @@ struct TopData {
   std::optional<TopBudget> budget;
   std::string budget_note;  // why there is no budget
   std::string ooms_note;    // where the kills come from, or why none can be shown
+  std::vector<TopWarning> warnings;
+  std::string warnings_note;  // why no time to OOM can be shown ("" when it can)
 };
 
 // /v1/snapshot (or `headroom snapshot --json`) into `data`'s machine, cgroups and processes.
@@ -89,6 +102,9 @@ Result<TopOom> readOomEvent(const nlohmann::json& event);
 Status readOomsDocument(const nlohmann::json& doc, TopData& data);
 // /v1/budget's document (200: a decision; otherwise {"error": ...}).
 void readBudgetDocument(int http_status, const nlohmann::json& doc, TopData& data);
+// /v1/warnings (model/oom_forecast.h's warningsDocument): the warnings in force, and each cgroup's
+// time to OOM onto the cgroups already read (after readSnapshotDocument).
+Status readWarningsDocument(const nlohmann::json& doc, TopData& data);
 // A workload object ({"unit", "container", "pod", "namespace"}) as a short name: the pod
 // (namespace/pod), else the container, else the unit; "" when none is there.
 std::string workloadName(const nlohmann::json& workload);

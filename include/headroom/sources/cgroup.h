@@ -154,6 +154,7 @@ struct CgroupMemory {
   StatMap stat;                 // memory.stat, every key (v1: local and total_*)
   StatMap events;               // v2 memory.events (hierarchical)
   StatMap events_local;         // v2 memory.events.local
+  StatMap swap_events;          // v2 memory.swap.events (max, fail; high where the kernel has it)
   std::optional<Psi> pressure;  // v2 memory.pressure
 
   // Read straight from the kernel's counters: OOMs (limit hits) and OOM kills.

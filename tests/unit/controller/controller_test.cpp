@@ -1160,3 +1160,50 @@ TEST(BudgetPolicy, EachBadSettingIsNamedWithItsValue) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Neighbours that climb 100 MiB every 5 s tick (20 MiB/s): the budget keeps back what that steady
+// climb takes over the 30 s horizon (600 MiB), more than what they grew so far; without a horizon
+// only their growth so far.
+TEST(BudgetController, ASteadyClimbOfTheNeighboursIsKeptBackAheadOfTheKill) {
+  auto run = [](std::chrono::milliseconds horizon) {
+    BudgetPolicy p;
+    p.margin_floor = 1 * kGiB;
+    p.forecast_horizon = horizon;
+    BudgetController c(p);
+    BudgetDecision d;
+    for (int i = 0; i <= 5; ++i) {
+      const std::uint64_t n = 2 * kGiB + static_cast<std::uint64_t>(i) * 100 * kMiB;
+      d = c.decide(
+          inputsAt(100 * kSec + i * 5 * kSec, 10 * kGiB, {bound("/", "limit", 30 * kGiB, 10 * kGiB + n, 0, n)}));
+    }
+    return d;
+  };
+  BudgetDecision ahead = run(std::chrono::seconds(30));
+  EXPECT_EQ(ahead.forecast_growth, 600 * kMiB);
+  EXPECT_EQ(ahead.neighbour_growth, 600 * kMiB);
+  // room = 30 - 12.5 GiB, less the 600 MiB coming (the budget is prover usage + room - margin, as
+  // published within the hysteresis).
+  EXPECT_EQ(ahead.room, 30 * kGiB - (10 * kGiB + 2 * kGiB + 500 * kMiB) - 600 * kMiB);
+  EXPECT_THAT(ahead.reason, HasSubstr("the growth coming in the next 30 s"));
+  BudgetDecision behind = run(std::chrono::milliseconds(0));
+  EXPECT_EQ(behind.forecast_growth, 0U);
+  EXPECT_EQ(behind.neighbour_growth, 500 * kMiB);
+  EXPECT_EQ(ahead.room + 100 * kMiB, behind.room);
+}
+
+// Neighbours that go up and down (a churn, no trend) are not projected.
+TEST(BudgetController, NeighboursWithoutATrendAreNotProjected) {
+  BudgetController c(BudgetPolicy{});
+  BudgetDecision d;
+  for (int i = 0; i <= 11; ++i) {
+    const std::uint64_t n = 2 * kGiB + (i % 2 == 0 ? 0 : 300 * kMiB);
+    d = c.decide(inputsAt(100 * kSec + i * 5 * kSec, 10 * kGiB, {bound("/", "limit", 30 * kGiB, 10 * kGiB + n, 0, n)}));
+  }
+  EXPECT_EQ(d.forecast_growth, 0U);
+}
+
+}  // namespace
+}  // namespace headroom

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "headroom/controller/budget_document.h"
+#include "headroom/model/oom_forecast.h"
 #include "headroom/model/snapshot_json.h"
 #include "testing/fixture_tree.h"
 
@@ -171,6 +172,46 @@ TEST(TopView, DrawsEachSectionWithItsFigures) {
   EXPECT_NE(cuzk.find("8.00 MiB"), std::string::npos) << "page tables: " << cuzk;
   EXPECT_NE(lineWith(lines, "OOM KILLS"), "");
   EXPECT_NE(rowOf(lines, "  none"), -1) << "no kill yet";
+}
+
+// The time to OOM from /v1/warnings (the model's document, as the agent serves it): a column for
+// every cgroup, "!" and a line of its own while a warning is in force.
+TEST(TopView, TheTimeToOomAndTheWarningsInForce) {
+  testing::FixtureTree t;
+  auto snap = testing::provingSnapshot(t, {"prover=comm:cuzk"});
+  TopData d;
+  ASSERT_TRUE(readSnapshotDocument(toJson(*snap), d));
+  const CgroupSnapshot* prover = snap->findCgroup("/proving/prover");
+  ASSERT_NE(prover, nullptr);
+  ASSERT_FALSE(prover->bounds.empty());
+  const Bound& b = prover->tightest ? *prover->tightest : prover->bounds.front();
+  OomForecaster f;
+  for (int i = 0; i <= 10; ++i) {
+    BoundReading r;
+    r.bound = b.name;
+    r.time_ns = snap->monotonic_time_ns + i * 500'000'000LL;
+    r.limit = b.limit;
+    r.usage = b.limit / 2 + static_cast<std::uint64_t>(i) * (b.limit / 100 * 3);  // 6% of the limit a second
+    r.reclaimable = 0;
+    f.observe(r);
+  }
+  ASSERT_EQ(f.active().size(), 1U);
+  ASSERT_TRUE(readWarningsDocument(warningsDocument(f, snap.get()), d));
+  ASSERT_EQ(d.warnings.size(), 1U);
+  EXPECT_EQ(d.warnings[0].bound, b.name);
+  const TopCgroup* g = findCgroup(d, "/proving/prover");
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(g->oom_eta);
+  EXPECT_NEAR(*g->oom_eta, 3.33, 0.05);  // the 20% left at 6% a second
+  EXPECT_TRUE(g->warned);
+  auto lines = renderTop(d, sized(220, 50));
+  EXPECT_NE(lineWith(lines, "  CGROUP ").find("OOM IN"), std::string::npos) << lineWith(lines, "  CGROUP ");
+  EXPECT_NE(lineWith(lines, "  /proving/prover ").find("3s!"), std::string::npos)
+      << lineWith(lines, "  /proving/prover ");
+  EXPECT_NE(lineWith(lines, "OOM WARNING").find(b.name + " runs out of memory in ~3 s"), std::string::npos)
+      << lineWith(lines, "OOM WARNING");
+  // A document that is not one is refused, the figures kept.
+  EXPECT_FALSE(readWarningsDocument(nlohmann::json::object(), d));
 }
 
 TEST(TopView, SortKeysChangeTheOrder) {

@@ -176,6 +176,24 @@ TEST(ReadCgroupMemory, V2AllFiles) {
   ASSERT_TRUE(cg->pressure.has_value());
   EXPECT_DOUBLE_EQ(cg->pressure->some.avg10, 1.5);
   EXPECT_EQ(cg->stat.get("pagetables").value(), 20971520u);
+  EXPECT_TRUE(cg->swap_events.empty()) << "no memory.swap.events: none read, nothing said";
+}
+
+// Hand-made: memory.swap.events as 6.1 writes it (high, max, fail), and memory.events with the
+// oom_group_kill line of 5.17+.
+TEST(ReadCgroupMemory, V2SwapEventsAndGroupKills) {
+  FixtureTree t;
+  t.mountV2();
+  t.cgroupV2("/prover.slice", 700ULL << 20, "1073741824", kV2Stat);
+  t.write("/sys/fs/cgroup/prover.slice/memory.swap.events", "high 0\nmax 4\nfail 2\n");
+  t.write("/sys/fs/cgroup/prover.slice/memory.events", "low 0\nhigh 7\nmax 3\noom 1\noom_kill 1\noom_group_kill 1\n");
+  auto fs = t.fs();
+  auto cg = readCgroupMemory(*fs.openDir("/sys/fs/cgroup/prover.slice"), 2, "/prover.slice");
+  ASSERT_TRUE(cg) << cg.error().describe();
+  EXPECT_EQ(cg->swap_events.get("max").value(), 4u);
+  EXPECT_EQ(cg->swap_events.get("fail").value(), 2u);
+  EXPECT_EQ(cg->events.get("oom_group_kill").value(), 1u);
+  EXPECT_EQ(cg->events.get("high").value(), 7u);
 }
 
 // Hand-made in the shape of a 6.1 guest's root (tests/fixtures/v2-6.1-*): memory.stat and
