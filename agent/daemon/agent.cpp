@@ -165,10 +165,12 @@ struct Agent::Impl {
   void reload();
   void updateSelf();
   // The early warning: what its changes set off (the log, the events, the metrics, the prover's
-  // hook), its fast readings between samples (true when a warning started: sample at once), and
+  // hook), its fast readings between samples (true when a warning started or ended: sample at
+  // once), and
   // whether a kill was warned of.
   void warnings(const Snapshot* snap);
   bool fastTick();
+  void tellProver(const Snapshot* snap);
   void hookOutcomes();
   std::optional<nlohmann::json> warningAtKill(const OomEvent& e, const std::string& cgroup);
   SensorCounters counters() const;  // monotonic across sensor restarts
@@ -193,7 +195,8 @@ struct Agent::Impl {
   WarningHook hook_;                         // warning.on_warning
   HookRunner hooks_;
   std::shared_ptr<const Snapshot> last_snap_;
-  bool warning_started_ = false;
+  bool warning_changed_ = false;  // a warning started or ended: sample at once
+  bool prover_warned_ = false;    // a bound of the prover's cgroup is warned (the hook ran as it began)
   AgentSelf self_;
   WarnOnce once_;
   std::optional<SelfReportSource> self_src_;
@@ -447,8 +450,8 @@ void Agent::Impl::warnings(const Snapshot* snap) {
     nlohmann::json j = toJson(w);
     j["state"] = started ? "started" : "ended";
     std::string message;
+    warning_changed_ = true;
     if (started) {
-      warning_started_ = true;
       exporter_.countWarning(w.bound);
       std::string growers;
       for (const Grower& g : e.growers)
@@ -467,37 +470,43 @@ void Agent::Impl::warnings(const Snapshot* snap) {
     }
     j["message"] = message;
     kills_.announce(j);
-    if (!started || hook_.kind == WarningHook::Kind::kNone) continue;
-    // The hook is the prover's: for a warning of a bound of the prover's cgroup.
-    const std::string prover = budget_.cgroup();
-    const CgroupSnapshot* pc = snap != nullptr && !prover.empty() ? snap->findCgroup(prover) : nullptr;
-    if (pc == nullptr) {
-      once_.say("warning-hook", fmt::format("warning.on_warning: {} is warned, and no prover cgroup is known to "
-                                            "tell (a prover role rule or budget.cgroup says which)",
-                                            w.bound));
-      continue;
-    }
-    if (std::none_of(pc->bounds.begin(), pc->bounds.end(), [&](const Bound& b) { return b.name == w.bound; })) continue;
-    std::vector<pid_t> provers, all;
-    for (const ProcessSnapshot& p : snap->processes) {
-      if (!cgroupIsWithin(p.cgroup.str(), prover)) continue;
-      all.push_back(p.sample.pid);
-      if (p.role == Role::kProver) provers.push_back(p.sample.pid);
-    }
-    nlohmann::json situation = j;
-    situation["cgroup"] = prover;
-    spdlog::info("warning.on_warning: telling the prover in {} ({})", prover, hook_.text);
-    hooks_.fire(hook_, situation, provers.empty() ? all : provers);
   }
+  tellProver(snap);
   api_.publishWarnings(early_.document(snap));
+}
+
+void Agent::Impl::tellProver(const Snapshot* snap) {
+  // The prover's cgroup is warned while any of its bounds is: the hook runs once as that begins,
+  // however many of its bounds are warned together or in turn.
+  const std::string prover = budget_.cgroup();
+  const CgroupSnapshot* pc = snap != nullptr && !prover.empty() ? snap->findCgroup(prover) : nullptr;
+  if (prover.empty() && hook_.kind != WarningHook::Kind::kNone && !early_.forecaster().active().empty())
+    once_.say("warning-hook",
+              "warning.on_warning: cgroups are warned and no prover cgroup is known to tell (a prover "
+              "role rule or budget.cgroup says which)");
+  const WarningEpisode* w = pc != nullptr ? warningFor(early_.forecaster(), pc->bounds) : nullptr;
+  const bool begins = w != nullptr && !prover_warned_;
+  prover_warned_ = w != nullptr;
+  if (!begins || hook_.kind == WarningHook::Kind::kNone) return;
+  std::vector<pid_t> provers, all;
+  for (const ProcessSnapshot& p : snap->processes) {
+    if (!cgroupIsWithin(p.cgroup.str(), prover)) continue;
+    all.push_back(p.sample.pid);
+    if (p.role == Role::kProver) provers.push_back(p.sample.pid);
+  }
+  nlohmann::json situation = toJson(*w);
+  situation["state"] = "started";
+  situation["cgroup"] = prover;
+  spdlog::info("warning.on_warning: telling the prover in {} ({})", prover, hook_.text);
+  hooks_.fire(hook_, situation, provers.empty() ? all : provers);
 }
 
 bool Agent::Impl::fastTick() {
   if (!early_.tick(cgroup_files_)) return false;
   for (auto& [cgroup, point] : early_.takeFastPoints()) kills_.flyFast(cgroup, std::move(point));
-  warning_started_ = false;
+  warning_changed_ = false;
   warnings(last_snap_.get());
-  return std::exchange(warning_started_, false);
+  return std::exchange(warning_changed_, false);
 }
 
 void Agent::Impl::hookOutcomes() {
@@ -689,11 +698,9 @@ Status Agent::Impl::run() {
           std::min(next_sample, last_sample_start_ + std::min<Clock::duration>(cfg_.interval, std::chrono::seconds(1)));
     // The prover was OOM-killed: its grown margin is published now, not an interval later.
     if (budget_.takeGrown()) next_sample = Clock::now();
-    // A warning that starts is published (metrics, budget) at once; while one is in force the
-    // whole picture is sampled at least every second.
+    // A warning that starts or ends is published (metrics, budget) at once; between, the warned
+    // bounds are read fast and the rest waits for the regular sample.
     if (fastTick()) next_sample = Clock::now();
-    if (!early_.forecaster().active().empty())
-      next_sample = std::min(next_sample, last_sample_start_ + std::chrono::seconds(1));
     hookOutcomes();
   }
   spdlog::info("stopping: detaching the sensors");

@@ -337,6 +337,23 @@ WarningVerdict OomForecaster::verdict(std::string_view bound, std::int64_t kill_
   };
   for (const WarningEpisode& w : ended_) consider(w);
   if (it != tracks_.end() && it->second.episode) consider(*it->second.episode);
+  std::optional<std::int64_t> calm;
+  if (it != tracks_.end())
+    for (std::int64_t c : it->second.calm_times)
+      if (c <= kill_ns) calm = c;
+  const double lead_s = seconds(policy_.min_lead_ns);
+  if (calm) v.calm_seconds = seconds(kill_ns - *calm);
+  // Calm a moment before the kill: whatever came between (a warning as it died) came too late.
+  if (calm && kill_ns - *calm < policy_.min_lead_ns) {
+    v.kind = WarningVerdictKind::kNoWarningPossible;
+    v.text = fmt::format(
+        "no warning possible: calm {:.2f} s before the kill, a rise faster than the {:.1f} s a warning needs{}",
+        *v.calm_seconds, lead_s,
+        warned != nullptr
+            ? fmt::format(" (one came {:.2f} s before it, too late to act on)", seconds(kill_ns - warned->started_ns))
+            : std::string());
+    return v;
+  }
   if (warned != nullptr) {
     v.kind = WarningVerdictKind::kWarned;
     v.episode = warned->id;
@@ -353,18 +370,6 @@ WarningVerdict OomForecaster::verdict(std::string_view bound, std::int64_t kill_
     return v;
   }
   const Track& t = it->second;
-  std::optional<std::int64_t> calm;
-  for (std::int64_t c : t.calm_times)
-    if (c <= kill_ns) calm = c;
-  const double lead_s = seconds(policy_.min_lead_ns);
-  if (calm) v.calm_seconds = seconds(kill_ns - *calm);
-  if (calm && kill_ns - *calm < policy_.min_lead_ns) {
-    v.kind = WarningVerdictKind::kNoWarningPossible;
-    v.text = fmt::format(
-        "no warning possible: calm {:.2f} s before the kill, a rise faster than the {:.1f} s a warning needs",
-        *v.calm_seconds, lead_s);
-    return v;
-  }
   std::size_t rising = 0;
   std::int64_t first_rising = kill_ns;
   for (const Point& p : t.points) {

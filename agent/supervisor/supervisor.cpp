@@ -113,6 +113,7 @@ struct Supervisor::Impl {
   OomForecaster forecaster{forecastPolicyOf(cfg.warning)};
   WarningHook hook;
   HookRunner hooks;
+  bool warned = false;  // a bound of the prover's cgroup is warned (the prover was told as it began)
 };
 
 Supervisor::Supervisor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -144,16 +145,21 @@ void Supervisor::Impl::forecast(const Snapshot& snap, pid_t child) {
       continue;
     }
     const OomEta& e = w.at_start;
-    say(fmt::format("warning: {} runs out of memory in ~{:.0f} s ({} held of {}, +{}/s, confidence {}){}", w.bound,
+    say(fmt::format("warning: {} runs out of memory in ~{:.0f} s ({} held of {}, +{}/s, confidence {})", w.bound,
                     e.eta_seconds.value_or(0), formatBytes(e.held), formatBytes(e.limit),
                     formatBytes(static_cast<std::uint64_t>(std::max(0.0, e.growth_bytes_per_second))),
-                    toString(e.confidence), hook.kind == WarningHook::Kind::kNone ? "" : ": telling the prover"));
-    if (hook.kind == WarningHook::Kind::kNone) continue;
-    nlohmann::json situation = toJson(w);
-    situation["state"] = "started";
-    situation["cgroup"] = cgroup.path();
-    hooks.fire(hook, situation, {child});
+                    toString(e.confidence)));
   }
+  // The prover is told once as a warning of any of its bounds begins, however many follow.
+  const std::vector<const WarningEpisode*> active = forecaster.active();
+  const bool begins = !active.empty() && !warned;
+  warned = !active.empty();
+  if (!begins || hook.kind == WarningHook::Kind::kNone) return;
+  nlohmann::json situation = toJson(*active.front());
+  situation["state"] = "started";
+  situation["cgroup"] = cgroup.path();
+  say(fmt::format("telling the prover (--on-warning {})", hook.text));
+  hooks.fire(hook, situation, {child});
 }
 
 void Supervisor::Impl::hookOutcomes() {

@@ -133,6 +133,18 @@ TEST(OomForecaster, BurstFromCalmIsNoWarningPossible) {
   EXPECT_NEAR(*v.calm_seconds, 0.6, 1e-6);
 }
 
+TEST(OomForecaster, AWarningAsItDiesIsNoWarning) {
+  OomForecaster f;
+  for (int i = 0; i < 6; ++i) f.observe(reading(i * kS, 20 * kMiB));  // calm, the last at 5 s
+  // The burst, read every 100 ms as the kernel notifies: trusted (the calm readings give it its
+  // span), warned, and killed 0.5 s after the last calm reading.
+  for (int i = 1; i <= 4; ++i) f.observe(reading(5 * kS + i * 100 * kMs, (20 + 50 * i) * kMiB));
+  ASSERT_EQ(f.active().size(), 1U) << "a warning came";
+  WarningVerdict v = f.verdict("/job", 5 * kS + 500 * kMs);
+  EXPECT_EQ(v.kind, WarningVerdictKind::kNoWarningPossible) << v.text;
+  EXPECT_NE(v.text.find("too late to act on"), std::string::npos) << v.text;
+}
+
 TEST(OomForecaster, ThresholdCrossingCountsAsCalmUntilThen) {
   OomForecaster f;
   f.observe(reading(0, 20 * kMiB));
