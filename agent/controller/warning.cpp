@@ -36,7 +36,7 @@ constexpr std::size_t kMaxStdin = 60 * 1024;
 
 // Starts `/bin/sh -c cmd` in a process group of its own with default signal handling, `situation`
 // (and a newline) on its stdin, which is closed after, and in $HEADROOM_WARNING.
-Result<pid_t> spawnShell(const std::string& cmd, std::string situation) {
+Result<pid_t> spawnShell(const std::string& cmd, const std::string& situation) {
   std::array<int, 2> pipefd{};
   if (::pipe2(pipefd.data(), O_CLOEXEC) != 0) return errnoError("pipe");
   Fd read_end(pipefd[0]), write_end(pipefd[1]);

@@ -22,6 +22,7 @@
 #include "headroom/controller/prover_budget.h"
 #include "headroom/daemon/early_warning.h"
 #include "headroom/daemon/http_api.h"
+#include "headroom/daemon/warning_outlet.h"
 #include "headroom/exporter/exporter.h"
 #include "headroom/incidents/kill_path.h"
 #include "headroom/model/snapshot.h"
@@ -135,7 +136,7 @@ struct Agent::Impl {
         api_(exporter_, kills_.board(), std::move(probe_command), std::move(probe_unavailable)),
         names_(std::make_unique<WorkloadResolver>(*source_.fs, cfg_.workloads)),
         early_(*source_.fs, source_.collector->hierarchy(), cfg_.warning),
-        hook_(*parseWarningHook(cfg_.warning.on_warning)) {  // validated with the config
+        outlet_(exporter_, kills_, cfg_.warning.on_warning) {
     self_.start_time_seconds = unixSeconds();
     kills_.setWarningOf([this](const OomEvent& e, const std::string& cgroup) { return warningAtKill(e, cgroup); });
     g_wake_fd = wake_.get();
@@ -164,14 +165,10 @@ struct Agent::Impl {
   std::size_t consumeEvents();
   void reload();
   void updateSelf();
-  // The early warning: what its changes set off (the log, the events, the metrics, the prover's
-  // hook), its fast readings between samples (true when a warning started or ended: sample at
-  // once), and
-  // whether a kill was warned of.
-  void warnings(const Snapshot* snap);
+  // The early warning: its changes published (true when a warning started or ended: sample at
+  // once), its fast readings between samples, and whether a kill was warned of.
+  bool warnings(const Snapshot* snap);
   bool fastTick();
-  void tellProver(const Snapshot* snap);
-  void hookOutcomes();
   std::optional<nlohmann::json> warningAtKill(const OomEvent& e, const std::string& cgroup);
   SensorCounters counters() const;  // monotonic across sensor restarts
 
@@ -192,11 +189,8 @@ struct Agent::Impl {
   CgroupFileCache cgroup_files_;             // the watched cgroups' files, held open between samples
   std::unique_ptr<WorkloadResolver> names_;  // the workloads' names, learnt as cgroups come
   EarlyWarning early_;                       // time to OOM per bound, and the warnings
-  WarningHook hook_;                         // warning.on_warning
-  HookRunner hooks_;
+  WarningOutlet outlet_;                     // what the warnings set off
   std::shared_ptr<const Snapshot> last_snap_;
-  bool warning_changed_ = false;  // a warning started or ended: sample at once
-  bool prover_warned_ = false;    // a bound of the prover's cgroup is warned (the hook ran as it began)
   AgentSelf self_;
   WarnOnce once_;
   std::optional<SelfReportSource> self_src_;
@@ -369,7 +363,7 @@ void Agent::Impl::reload() {
     processes_ = ProcessCache(pssPolicyOf(*cfg));
   budget_.reconfigure(cfg->budget, cfg->role_rules);
   early_.configure(cfg->warning);
-  hook_ = *parseWarningHook(cfg->warning.on_warning);  // validated with the config
+  outlet_.configure(cfg->warning.on_warning);
   if (server_ && cfg->web != cfg_.web) {
     // The file was read and checked with the config; its certificates are loaded here.
     if (auto st = server_->setWebConfig(cfg->web); !st) {
@@ -443,80 +437,16 @@ std::optional<nlohmann::json> Agent::Impl::warningAtKill(const OomEvent& e, cons
   return toJson(v);
 }
 
-void Agent::Impl::warnings(const Snapshot* snap) {
-  for (const WarningEpisode& w : early_.takeChanges()) {
-    const bool started = !w.ended_ns;
-    const OomEta& e = started ? w.at_start : w.latest;
-    nlohmann::json j = toJson(w);
-    j["state"] = started ? "started" : "ended";
-    std::string message;
-    warning_changed_ = true;
-    if (started) {
-      exporter_.countWarning(w.bound);
-      std::string growers;
-      for (const Grower& g : e.growers)
-        growers += fmt::format("{}pid {} {} +{}/s", growers.empty() ? "; growing: " : ", ", g.pid, g.comm,
-                               formatBytes(static_cast<std::uint64_t>(g.growth_bytes_per_second)));
-      message = fmt::format("OOM warning: {} runs out of memory in ~{:.0f} s: {} held of {} (+{}/s, confidence {}{}){}",
-                            w.bound, e.eta_seconds.value_or(0), formatBytes(e.held), formatBytes(e.limit),
-                            formatBytes(static_cast<std::uint64_t>(std::max(0.0, e.growth_bytes_per_second))),
-                            toString(e.confidence),
-                            e.signals.empty() ? "" : "; " + fmt::format("{}", fmt::join(e.signals, ", ")), growers);
-      spdlog::warn("{}", message);
-    } else {
-      message = fmt::format("OOM warning over for {}: {} after {:.1f} s", w.bound, w.end_reason,
-                            static_cast<double>(*w.ended_ns - w.started_ns) / 1e9);
-      spdlog::info("{}", message);
-    }
-    j["message"] = message;
-    kills_.announce(j);
-  }
-  tellProver(snap);
+bool Agent::Impl::warnings(const Snapshot* snap) {
+  const bool changed = outlet_.publish(early_.takeChanges(), early_.forecaster(), snap, budget_.cgroup());
   api_.publishWarnings(early_.document(snap));
-}
-
-void Agent::Impl::tellProver(const Snapshot* snap) {
-  // The prover's cgroup is warned while any of its bounds is: the hook runs once as that begins,
-  // however many of its bounds are warned together or in turn.
-  const std::string prover = budget_.cgroup();
-  const CgroupSnapshot* pc = snap != nullptr && !prover.empty() ? snap->findCgroup(prover) : nullptr;
-  if (prover.empty() && hook_.kind != WarningHook::Kind::kNone && !early_.forecaster().active().empty())
-    once_.say("warning-hook",
-              "warning.on_warning: cgroups are warned and no prover cgroup is known to tell (a prover "
-              "role rule or budget.cgroup says which)");
-  const WarningEpisode* w = pc != nullptr ? warningFor(early_.forecaster(), pc->bounds) : nullptr;
-  const bool begins = w != nullptr && !prover_warned_;
-  prover_warned_ = w != nullptr;
-  if (!begins || hook_.kind == WarningHook::Kind::kNone) return;
-  std::vector<pid_t> provers, all;
-  for (const ProcessSnapshot& p : snap->processes) {
-    if (!cgroupIsWithin(p.cgroup.str(), prover)) continue;
-    all.push_back(p.sample.pid);
-    if (p.role == Role::kProver) provers.push_back(p.sample.pid);
-  }
-  nlohmann::json situation = toJson(*w);
-  situation["state"] = "started";
-  situation["cgroup"] = prover;
-  spdlog::info("warning.on_warning: telling the prover in {} ({})", prover, hook_.text);
-  hooks_.fire(hook_, situation, provers.empty() ? all : provers);
+  return changed;
 }
 
 bool Agent::Impl::fastTick() {
   if (!early_.tick(cgroup_files_)) return false;
   for (auto& [cgroup, point] : early_.takeFastPoints()) kills_.flyFast(cgroup, std::move(point));
-  warning_changed_ = false;
-  warnings(last_snap_.get());
-  return std::exchange(warning_changed_, false);
-}
-
-void Agent::Impl::hookOutcomes() {
-  for (const HookRunner::Outcome& o : hooks_.poll()) {
-    exporter_.countWarningHook(o.ok ? "ok" : "failed");
-    if (o.ok)
-      spdlog::info("warning.on_warning {}: {}", o.hook, o.detail);
-    else
-      spdlog::warn("warning.on_warning {}: {}", o.hook, o.detail);
-  }
+  return warnings(last_snap_.get());
 }
 
 void Agent::Impl::sample() {
@@ -590,7 +520,7 @@ void Agent::Impl::sample() {
     }
   }
   exporter_.recordForecasts(std::move(forecasts));
-  warnings(snap.get());
+  (void)warnings(snap.get());
   last_snap_ = snap;
   auto budget = updateBudget(*snap);
 
@@ -687,7 +617,7 @@ Status Agent::Impl::run() {
     // (a probe done) wakes it: one wakeup a sample when nothing happens.
     auto until = std::min(next_sample, early_.nextDue());
     if (watchdog) until = std::min(until, next_watchdog);
-    if (hooks_.running() > 0) until = std::min(until, Clock::now() + std::chrono::milliseconds(100));
+    if (outlet_.hooksRunning()) until = std::min(until, Clock::now() + std::chrono::milliseconds(100));
     auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
     wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(60'000));
     sensors_->poll(static_cast<int>(wait.count()), wake_.get(), early_.fd());
@@ -701,7 +631,7 @@ Status Agent::Impl::run() {
     // A warning that starts or ends is published (metrics, budget) at once; between, the warned
     // bounds are read fast and the rest waits for the regular sample.
     if (fastTick()) next_sample = Clock::now();
-    hookOutcomes();
+    outlet_.collectOutcomes();
   }
   spdlog::info("stopping: detaching the sensors");
   notify("STOPPING=1");
