@@ -167,7 +167,7 @@ struct Agent::Impl {
   void updateSelf();
   // The early warning: its changes published (true when a warning started or ended: sample at
   // once), its fast readings between samples, and whether a kill was warned of.
-  bool warnings(const Snapshot* snap);
+  bool warnings(const Snapshot* snap, bool sampled);
   bool fastTick();
   std::optional<nlohmann::json> warningAtKill(const OomEvent& e, const std::string& cgroup);
   SensorCounters counters() const;  // monotonic across sensor restarts
@@ -437,16 +437,17 @@ std::optional<nlohmann::json> Agent::Impl::warningAtKill(const OomEvent& e, cons
   return toJson(v);
 }
 
-bool Agent::Impl::warnings(const Snapshot* snap) {
+bool Agent::Impl::warnings(const Snapshot* snap, bool sampled) {
   const bool changed = outlet_.publish(early_.takeChanges(), early_.forecaster(), snap, budget_.cgroup());
-  api_.publishWarnings(early_.document(snap));
+  // /v1/warnings anew at each sample and at each change, not at each fast reading.
+  if (sampled || changed) api_.publishWarnings(early_.document(snap));
   return changed;
 }
 
 bool Agent::Impl::fastTick() {
   if (!early_.tick(cgroup_files_)) return false;
   for (auto& [cgroup, point] : early_.takeFastPoints()) kills_.flyFast(cgroup, std::move(point));
-  return warnings(last_snap_.get());
+  return warnings(last_snap_.get(), false);
 }
 
 void Agent::Impl::sample() {
@@ -520,7 +521,7 @@ void Agent::Impl::sample() {
     }
   }
   exporter_.recordForecasts(std::move(forecasts));
-  (void)warnings(snap.get());
+  (void)warnings(snap.get(), true);
   last_snap_ = snap;
   auto budget = updateBudget(*snap);
 

@@ -17,7 +17,7 @@ namespace {
 constexpr std::size_t kProcessesPerBound = 8;
 constexpr const char* kHost = "host";
 // A cgroup the kernel keeps notifying of is read at most this often.
-constexpr auto kMinFullGap = std::chrono::milliseconds(100);
+constexpr auto kMinFullGap = std::chrono::milliseconds(250);
 
 }  // namespace
 
@@ -56,13 +56,17 @@ void EarlyWarning::sample(const Snapshot& snap) {
     w.near = static_cast<double>(r.usage) >= policy.near_fraction * static_cast<double>(r.limit);
     w.processes = std::move(r.processes);
     if (fresh) w.next = now;
-    if (h_->version() == 2 && !w.dir) {
-      if (auto d = h_->open(name)) w.dir = std::move(*d);
-    }
+    w.armed = false;
     if (events_) {
       const auto threshold = static_cast<std::uint64_t>(policy.near_fraction * static_cast<double>(r.limit));
-      if (auto st = events_->watch(*h_, name, threshold); !st)
+      if (auto st = events_->watch(*h_, name, threshold); st)
+        w.armed = true;
+      else
         spdlog::debug("early warning: {} is polled: {}", name, st.error().describe());
+    }
+    // Polled for its usage where no usage threshold says when it crosses (v2; v1 without one).
+    if ((h_->version() == 2 || !w.armed) && !w.dir) {
+      if (auto d = h_->open(name)) w.dir = std::move(*d);
     }
   }
   for (auto it = watched_.begin(); it != watched_.end();) {
@@ -118,7 +122,7 @@ void EarlyWarning::readFull(const std::string& bound, Watched& w, CgroupFileCach
 
 void EarlyWarning::readLight(const std::string& bound, Watched& w, std::int64_t now_ns, std::int64_t wall_ns) {
   if (!w.dir) return;
-  auto text = w.dir->readFile("memory.current");
+  auto text = w.dir->readFile(h_->version() == 2 ? "memory.current" : "memory.usage_in_bytes");
   if (!text) return;
   auto usage = parseU64(trim(*text));
   if (!usage) return;
@@ -140,20 +144,38 @@ bool EarlyWarning::tick(CgroupFileCache& files) {
   const auto now = Clock::now();
   const std::int64_t now_ns = monotonicNs(), wall_ns = realtimeNs();
   bool read = false;
-  for (auto& [name, w] : watched_) {
-    const bool spoke = notified.count(name) != 0;
-    if (!spoke && now < w.next) continue;
-    if (spoke && now < w.next - settings_.fast_interval + kMinFullGap) continue;  // read a moment ago
+  // A whole reading, at most one per kMinFullGap; one asked for sooner waits (`pending`), so that
+  // no notification is lost to the rate limit.
+  auto full = [&](const std::string& name, Watched& w) {
+    if (now < w.last_full + kMinFullGap) {
+      w.pending = true;
+      return;
+    }
+    readFull(name, w, files, now_ns, wall_ns);
+    w.last_full = now;
+    w.pending = false;
     w.next = now + settings_.fast_interval;
     read = true;
-    if (spoke) ++notified_;
-    if (w.near || spoke) {
-      readFull(name, w, files, now_ns, wall_ns);
-    } else if (h_->version() == 2 || !events_) {
+  };
+  for (auto& [name, w] : watched_) {
+    if (notified.count(name) != 0) {
+      ++notified_;
+      w.pending = true;
+    }
+    if (w.pending) {
+      full(name, w);
+      continue;
+    }
+    if (now < w.next) continue;
+    w.next = now + settings_.fast_interval;
+    if (w.near) {
+      full(name, w);
+    } else if (h_->version() == 2 || !w.armed) {
       readLight(name, w, now_ns, wall_ns);
-      if (w.near) readFull(name, w, files, now_ns, wall_ns);  // crossed: read it whole now
+      read = true;
+      if (w.near) full(name, w);  // crossed: read it whole now
     } else {
-      // v1 below its usage threshold: the kernel would have said had it crossed.
+      // v1 below its armed usage threshold: the kernel would have said had it crossed.
       forecaster_.calmUntil(name, now_ns);
     }
   }
@@ -163,7 +185,7 @@ bool EarlyWarning::tick(CgroupFileCache& files) {
 EarlyWarning::Clock::time_point EarlyWarning::nextDue() const {
   auto next = Clock::time_point::max();
   if (!settings_.enabled) return next;
-  for (const auto& [name, w] : watched_) next = std::min(next, w.next);
+  for (const auto& [name, w] : watched_) next = std::min(next, w.pending ? w.last_full + kMinFullGap : w.next);
   return next;
 }
 

@@ -2,7 +2,8 @@
 // host) read at each sample; between samples, those near their limit read fast, those that are
 // not polled for their usage alone (v2) or left to the kernel's usage threshold (v1), and any the
 // kernel notifies of (memory.events, PSI, eventfd) read at once. Feeds the forecaster, whose time
-// to OOM and warnings the agent publishes and hands to the prover's hook.
+// to OOM and warnings the agent publishes and hands to the prover's hook. Where v1 cannot arm a
+// threshold (no write access to cgroup.event_control), its usage is polled as v2's is.
 #pragma once
 
 #include <chrono>
@@ -60,8 +61,11 @@ class EarlyWarning {
   struct Watched {
     std::uint64_t limit = 0;
     bool near = false;
-    Clock::time_point next{};
-    std::optional<Dir> dir;                // v2: memory.current polled through it
+    Clock::time_point next{};              // its next reading
+    Clock::time_point last_full{};         // its last whole reading
+    bool pending = false;                  // a whole reading is asked for (a notification, a crossing)
+    bool armed = false;                    // the kernel notifies of it (v1: its usage threshold)
+    std::optional<Dir> dir;                // its usage polled through it (v2, or v1 without a threshold)
     std::vector<GrowerReading> processes;  // the largest under it at the last sample
   };
   void readFull(const std::string& bound, Watched& w, CgroupFileCache& files, std::int64_t now_ns,
