@@ -53,7 +53,7 @@ void EarlyWarning::sample(const Snapshot& snap) {
     Watched& w = watched_[name];
     const bool fresh = w.limit == 0;
     w.limit = r.limit;
-    w.near = static_cast<double>(r.usage) >= policy.near_fraction * static_cast<double>(r.limit);
+    w.near = nearLimit(r.usage, r.limit);
     w.processes = std::move(r.processes);
     if (fresh) w.next = now;
     w.armed = false;
@@ -79,6 +79,10 @@ void EarlyWarning::sample(const Snapshot& snap) {
   forecaster_.forgetUnseen(monotonicNs() - 4 * policy.window_ns);
 }
 
+bool EarlyWarning::nearLimit(std::uint64_t usage, std::uint64_t limit) const {
+  return static_cast<double>(usage) >= forecaster_.policy().near_fraction * static_cast<double>(limit);
+}
+
 void EarlyWarning::readFull(const std::string& bound, Watched& w, CgroupFileCache& files, std::int64_t now_ns,
                             std::int64_t wall_ns) {
   auto cg = files.read(*h_, bound);
@@ -101,7 +105,7 @@ void EarlyWarning::readFull(const std::string& bound, Watched& w, CgroupFileCach
   }
   r.processes = w.processes;
   w.limit = r.limit;
-  w.near = static_cast<double>(r.usage) >= forecaster_.policy().near_fraction * static_cast<double>(r.limit);
+  w.near = nearLimit(r.usage, r.limit);
   forecaster_.observe(r);
   FlightPoint p;
   p.wall_time_ns = wall_ns;
@@ -132,7 +136,7 @@ void EarlyWarning::readLight(const std::string& bound, Watched& w, std::int64_t 
   r.wall_ns = wall_ns;
   r.limit = w.limit;
   r.usage = *usage;
-  w.near = static_cast<double>(*usage) >= forecaster_.policy().near_fraction * static_cast<double>(w.limit);
+  w.near = nearLimit(*usage, w.limit);
   forecaster_.observe(r);
 }
 
@@ -207,7 +211,5 @@ WarningVerdict EarlyWarning::killed(const std::string& cgroup, std::int64_t kill
   forecaster_.killed(cgroup, kill_ns);
   return v;
 }
-
-std::vector<std::string> EarlyWarning::notes() const { return events_ ? events_->notes() : std::vector<std::string>{}; }
 
 }  // namespace headroom

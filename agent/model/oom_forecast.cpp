@@ -301,21 +301,6 @@ std::optional<OomEta> OomForecaster::eta(std::string_view bound) const {
   return it->second.eta;
 }
 
-std::vector<std::string> OomForecaster::bounds() const {
-  std::vector<std::string> out;
-  out.reserve(tracks_.size());
-  for (const auto& [name, t] : tracks_) out.push_back(name);
-  return out;
-}
-
-bool OomForecaster::near(std::string_view bound) const {
-  auto it = tracks_.find(bound);
-  if (it == tracks_.end()) return false;
-  const BoundReading& r = it->second.last;
-  const std::uint64_t reclaimable = std::min(r.usage, r.reclaimable.value_or(0));
-  return static_cast<double>(r.usage - reclaimable) >= policy_.near_fraction * static_cast<double>(r.limit);
-}
-
 std::vector<const WarningEpisode*> OomForecaster::active() const {
   std::vector<const WarningEpisode*> out;
   for (const auto& [name, t] : tracks_)

@@ -43,8 +43,7 @@ Status CgroupEvents::add(int fd, std::uint32_t events, const std::string& path) 
   return ok();
 }
 
-void CgroupEvents::drop(const std::string& path, Watch& w) {
-  (void)path;
+void CgroupEvents::drop(Watch& w) {
   for (const Fd& f : w.fds) {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, f.get(), nullptr);
     by_fd_.erase(f.get());
@@ -63,7 +62,7 @@ Status CgroupEvents::watch(const CgroupHierarchy& h, const std::string& path, st
   if (it != watches_.end()) {
     // v2's notifications do not depend on the threshold; v1's eventfd is armed at one.
     if (h.version() == 2 || it->second.threshold == threshold) return ok();
-    drop(path, it->second);
+    drop(it->second);
     watches_.erase(it);
   }
   auto dir = h.open(path);
@@ -111,7 +110,7 @@ Status CgroupEvents::watch(const CgroupHierarchy& h, const std::string& path, st
 void CgroupEvents::keepOnly(const std::set<std::string>& paths) {
   for (auto it = watches_.begin(); it != watches_.end();) {
     if (paths.count(it->first) == 0) {
-      drop(it->first, it->second);
+      drop(it->second);
       it = watches_.erase(it);
     } else {
       ++it;
@@ -153,12 +152,6 @@ std::vector<std::string> CgroupEvents::take() {
     if (n < static_cast<int>(evs.size())) break;
   }
   return {spoke.begin(), spoke.end()};
-}
-
-std::vector<std::string> CgroupEvents::notes() const {
-  std::vector<std::string> out;
-  for (const auto& [path, w] : watches_) out.push_back(fmt::format("{}: {}", path, fmt::join(w.has, ", ")));
-  return out;
 }
 
 }  // namespace headroom

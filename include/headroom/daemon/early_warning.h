@@ -55,7 +55,6 @@ class EarlyWarning {
   // warned of; then its episode ends and its trend starts afresh.
   WarningVerdict killed(const std::string& cgroup, std::int64_t kill_ns);
   const OomForecaster& forecaster() const { return forecaster_; }
-  std::vector<std::string> notes() const;
 
  private:
   struct Watched {
@@ -71,6 +70,8 @@ class EarlyWarning {
   void readFull(const std::string& bound, Watched& w, CgroupFileCache& files, std::int64_t now_ns,
                 std::int64_t wall_ns);
   void readLight(const std::string& bound, Watched& w, std::int64_t now_ns, std::int64_t wall_ns);
+  // Whether `usage` is at or above the share of `limit` that is read fast.
+  bool nearLimit(std::uint64_t usage, std::uint64_t limit) const;
 
   const FsRoot* fs_;
   const CgroupHierarchy* h_;

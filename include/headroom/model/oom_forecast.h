@@ -145,8 +145,6 @@ class OomForecaster {
   void forgetUnseen(std::int64_t before_ns);
 
   std::optional<OomEta> eta(std::string_view bound) const;
-  std::vector<std::string> bounds() const;
-  bool near(std::string_view bound) const;
   // The episodes in force now.
   std::vector<const WarningEpisode*> active() const;
   // Episodes started or ended since the last call, in order.

@@ -35,7 +35,7 @@ class CgroupEvents {
   // Watches the cgroup at `path` of `h`. v1: an eventfd on the usage crossing `threshold` bytes
   // (either way; armed anew when the threshold changes) and one on memory pressure "medium";
   // v2: memory.events and a PSI trigger (some 200 ms in 2 s, which unprivileged writers may set
-  // on every kernel that has them). What the kernel refuses is left out, said by notes().
+  // on every kernel that has them). What the kernel refuses is left out (none of them: an error).
   Status watch(const CgroupHierarchy& h, const std::string& path, std::uint64_t threshold);
   // Stops watching every cgroup not in `paths`.
   void keepOnly(const std::set<std::string>& paths);
@@ -44,8 +44,6 @@ class CgroupEvents {
   std::vector<std::string> take();
 
   std::size_t watched() const { return watches_.size(); }
-  // What each watch has, in words ("/a: usage threshold 128 MiB, pressure medium").
-  std::vector<std::string> notes() const;
 
  private:
   CgroupEvents(Fd epoll, Fd inotify) : epoll_(std::move(epoll)), inotify_(std::move(inotify)) {}
@@ -56,7 +54,7 @@ class CgroupEvents {
     std::vector<std::string> has;
   };
   Status add(int fd, std::uint32_t events, const std::string& path);
-  void drop(const std::string& path, Watch& w);
+  void drop(Watch& w);
 
   Fd epoll_;
   Fd inotify_;
