@@ -1,46 +1,69 @@
 #!/usr/bin/env python3
-"""The per-process sampling cost, side by side in one run (part of `make bench`; alone:
-`python3 tests/bench/processes.py BUILD [--sizes 100,1000,5000] [--seconds 30] [--rounds N]
-[--only hr_iter,hr_hand,node]`, root).
+"""The per-process sampling cost beside node_exporter, process-exporter and cAdvisor, side by side
+in one run (part of `make bench`; alone, root, with the Release agent built in BUILD:
+`python3 tests/bench/processes.py build/bench [--sizes 1000,5000,10000] [--seconds 30] [--rounds N]
+[--only hr_iter,node,...] [--out FILE]`; a quick look: `--sizes 1000 --seconds 10`).
 
-N sleeping processes in 20 memory cgroups (made under the bench's own memory cgroup, removed
-after); each exporter alone in turn, scraped every second for `seconds`:
-- the agent with 1 s samples: task iterator (its default), and `--sensors.tasks false` (/proc
-  with the sampler's cache);
-- the agent as it was before either (every /proc file of every process each sample): built
-  from BASELINE_COMMIT in a git worktree under the build directory, once;
-- the agent as it was with its page written by hand (before prometheus-cpp's TextSerializer
-  wrote it): built from HAND_WRITTEN_COMMIT the same way;
-  (HEADROOM_BENCH_BASELINE and HEADROOM_BENCH_HAND_WRITTEN name binaries built already instead)
-- node_exporter and process-exporter (Debian's packages).
-CPU from the scheduler's counters (schedstat, every thread), RSS at the end, scrape latency
-p50/p99, series; with --rounds, the exporters take turns that many times and each figure is the
-median of its rounds. For the agent, the sampling thread's CPU by phase (the
-headroom_sample_cpu_seconds_total counters) and the /proc files one sample read: the breakdown
-written beside the table.
+N sleeping processes in 100 memory cgroups (made under the bench's own memory cgroup by
+tests/bench/sleepers.py, one per core, and removed after, however the bench ends); each exporter
+alone in turn, scraped every second for `seconds` after SETTLE seconds of start-up. The default
+set, what `make bench` runs:
+- hr_iter: the agent with 1 s samples on its task iterator (its default);
+- hr_floor: the agent watching no process (`--cgroup` of one that does not exist), its floor on
+  this machine, so that the per-process part shows;
+- node: node_exporter (Debian's package; host only, on its defaults);
+- procexp: process-exporter (Debian's package; every process, grouped by command name);
+- cadvisor: cAdvisor (Debian 11's package, fetched into BUILD/cadvisor by tests/bench/cadvisor.py:
+  Debian 12 has none) with 1 s housekeeping for every cgroup (`--housekeeping_interval=1s
+  --allow_dynamic_housekeeping=false --docker_only=false`), on 127.0.0.1 only.
+With `--only`, also (each about 40 s per size, and the two older agents a Release build of
+their own the first time, which is why `make bench` leaves them out):
+- hr_procfs: the agent with `--sensors.tasks false` (/proc with the sampler's cache);
+- hr_base: the agent as it was before either (every /proc file of every process each sample),
+  built from BASELINE_COMMIT in a git worktree under the build directory, once;
+- hr_hand: the agent with its page written by hand (before prometheus-cpp's TextSerializer wrote
+  it), built from HAND_WRITTEN_COMMIT the same way;
+  (HEADROOM_BENCH_BASELINE and HEADROOM_BENCH_HAND_WRITTEN name binaries built already instead).
+CPU from the scheduler's counters (schedstat, every thread) over the whole measured window, its
+scrapes included; RSS at the end; scrape latency p50/p99 (nearest rank: the slowest scrape when
+there are fewer than 100); series. With --rounds, the exporters take turns that many times and
+each figure is the median of its rounds. The agent against node_exporter with the targets (CPU at
+or below node_exporter's at 5,000 and 10,000 processes, RSS <= 64 MiB at 10,000, /metrics p99 <=
+50 ms). For the agent, the sampling thread's CPU by phase (the headroom_sample_cpu_seconds_total
+counters) and the /proc files one sample read: the breakdown written beside the table.
 """
 import argparse
 import json
+import math
 import os
+import platform
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 
 import bpf_stats
+import cadvisor
 
 # The last commit before the task iterator and the sampler's cache: "today" in the issue's terms.
 BASELINE_COMMIT = "de380c8"
 # The last commit whose page was written by hand, not by prometheus-cpp's TextSerializer.
 HAND_WRITTEN_COMMIT = "329984c"
-GROUPS = 20
+GROUPS = 100
+DEFAULT_SIZES = (1000, 5000, 10000)
 DEFAULT_SECONDS = 30
+DEFAULT_SET = ("hr_iter", "hr_floor", "node", "procexp", "cadvisor")
+KEYS = ("hr_iter", "hr_floor", "hr_procfs", "hr_base", "hr_hand", "node", "procexp", "cadvisor")
 SETTLE = 6  # seconds an exporter runs before it is measured (start-up, first samples)
+# The targets: the agent's CPU at or below node_exporter's from 5,000 processes, its RSS at
+# 10,000, the scrape's p99 at every size.
+CPU_TARGET_FROM = 5000
+RSS_TARGET_AT, RSS_TARGET = 10000, 64 << 20
+P99_TARGET_MS = 50
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 PROCESS_EXPORTER = "/usr/bin/prometheus-process-exporter"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,41 +80,61 @@ def own_memory_cgroup():
     raise SystemExit("bench: no memory cgroup")
 
 
+def tasks_now():
+    with open("/proc/loadavg") as f:
+        return int(f.read().split()[3].split("/")[1])
+
+
+def check_room(n):
+    """Refuse a size the machine cannot start (pid_max, threads-max) before starting any of it."""
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    with open("/proc/sys/kernel/threads-max") as f:
+        threads_max = int(f.read())
+    room = min(pid_max, threads_max) - tasks_now() - 2000  # the exporters' threads, the machine's own
+    if n > room:
+        raise SystemExit(f"bench: {n} processes do not fit (pid_max {pid_max}, threads-max {threads_max}, "
+                         f"{tasks_now()} tasks now): raise kernel.pid_max or pick smaller --sizes")
+
+
 class Sleepers:
-    """n sleeping processes spread over GROUPS cgroups of our own."""
+    """n sleeping processes spread over GROUPS cgroups of our own (tests/bench/sleepers.py, one
+    helper per core): they end, and the cgroups go, when the helpers' stdin closes, which happens
+    however this process ends."""
 
     def __init__(self, n):
+        check_room(n)
         self.base = own_memory_cgroup()
-        self.dirs, self.shells = [], []
-        for g in range(GROUPS):
-            d = os.path.join(self.base, f"headroom-bench-procs-{os.getpid()}-{g}")
-            os.mkdir(d)
-            self.dirs.append(d)
-            k = n // GROUPS + (1 if g < n % GROUPS else 0)
-            script = f'echo $$ > {d}/cgroup.procs; i=0; while [ $i -lt {k} ]; do sleep 100000 & i=$((i+1)); done; ' \
-                     f'echo started; wait'
-            sh = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
-            self.shells.append(sh)
-        for sh in self.shells:
-            if sh.stdout.readline().strip() != "started":
+        self.prefix = f"headroom-bench-procs-{os.getpid()}"
+        workers = os.cpu_count() or 1
+        helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sleepers.py")
+        t0 = time.monotonic()
+        self.helpers = [subprocess.Popen([sys.executable, helper, self.base, self.prefix, str(GROUPS), str(n), str(w),
+                                          str(workers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                         start_new_session=True) for w in range(workers)]
+        started = 0
+        for h in self.helpers:
+            line = h.stdout.readline().split()
+            if line[:1] != ["started"]:
                 self.close()
                 raise SystemExit("bench: the sleepers did not start")
-        self.count = sum(len(open(os.path.join(d, "cgroup.procs")).read().split()) for d in self.dirs)
+            started += int(line[1])
+        self.seconds = time.monotonic() - t0
+        self.count = sum(len(open(os.path.join(self.base, f"{self.prefix}-{g}", "cgroup.procs")).read().split())
+                         for g in range(GROUPS))
+        if self.count != n or started != n:
+            self.close()
+            raise SystemExit(f"bench: {self.count} of {n} sleepers in their cgroups")
 
     def close(self):
-        for sh in self.shells:
+        for h in self.helpers:
+            h.stdin.close()
+        for h in self.helpers:
             try:
-                os.killpg(sh.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            sh.wait()
-        for d in self.dirs:
-            for _ in range(200):
-                try:
-                    os.rmdir(d)
-                    break
-                except OSError:
-                    time.sleep(0.05)
+                h.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(h.pid, signal.SIGKILL)  # its process group holds only what it started
+                h.wait()
 
 
 def cpu_ns(pid):
@@ -162,7 +205,7 @@ def measure(cmd, url, seconds, headroom=False):
         wall = time.monotonic() - t0
         cpu = cpu_ns(p.pid) - c0
         r = {"cpu_ms_per_s": cpu / 1e6 / wall, "rss": rss_of(p.pid), "p50": statistics.median(lat),
-             "p99": sorted(lat)[max(0, int(len(lat) * 0.99) - 1)] if len(lat) < 100 else statistics.quantiles(lat, n=100)[98],
+             "p99": sorted(lat)[math.ceil(len(lat) * 0.99) - 1], "scrapes": len(lat),
              "series": sum(1 for line in last.splitlines() if line and not line.startswith("#"))}
         if headroom:
             a, b = samples_of(first), samples_of(last)
@@ -247,40 +290,54 @@ def median_of(rounds):
     return out
 
 
-def run(build, sizes, seconds, rounds=1, only=None):
-    """Each exporter (all, or the keys in `only`) alone in turn at each size, `rounds` times."""
+def exporters_for(build, wanted):
+    """(label, key, command, /metrics URL, is the agent) of each exporter `wanted` picks, in the
+    order they run."""
     headroom = os.path.join(build, "headroom")
-    wanted = (lambda key: only is None or key in only)
     baseline = baseline_binary(build) if wanted("hr_base") else None
     hand = hand_written_binary(build) if wanted("hr_hand") else None
+    cadv, cadv_version = cadvisor.binary(build) if wanted("cadvisor") else (None, None)
     pe_cfg = os.path.join(build, "process-exporter.yml")
     with open(pe_cfg, "w") as f:
         f.write('process_names:\n  - name: "{{.Comm}}"\n    cmdline:\n    - \'.+\'\n')
     exporters = [
-        ("headroom agent, task iterator (default)", "hr_iter",
+        ("headroom agent, task iterator (its default), `--interval 1s`", "hr_iter",
          [headroom, "agent", "--listen", "127.0.0.1:19601", "--interval", "1s"], "http://127.0.0.1:19601/metrics", True),
-        (f"headroom agent, task iterator, its page written by hand ({HAND_WRITTEN_COMMIT}: before prometheus-cpp)",
-         "hr_hand", [hand, "agent", "--listen", "127.0.0.1:19607", "--interval", "1s"],
-         "http://127.0.0.1:19607/metrics", True),
-        ("headroom agent, `--sensors.tasks false` (/proc, cached)", "hr_procfs",
-         [headroom, "agent", "--listen", "127.0.0.1:19602", "--interval", "1s", "--sensors.tasks", "false"],
-         "http://127.0.0.1:19602/metrics", True),
         ("headroom agent watching no process (`--cgroup` of one that does not exist): its floor on this machine "
          "(the loop, host files, the series, a scrape a second)", "hr_floor",
          [headroom, "agent", "--listen", "127.0.0.1:19606", "--interval", "1s", "--cgroup", "/headroom-bench-nothing"],
          "http://127.0.0.1:19606/metrics", True),
-        (f"headroom agent before this work ({BASELINE_COMMIT}: every /proc file, every sample)", "hr_base",
+        ("headroom agent, `--sensors.tasks false` (/proc, cached)", "hr_procfs",
+         [headroom, "agent", "--listen", "127.0.0.1:19602", "--interval", "1s", "--sensors.tasks", "false"],
+         "http://127.0.0.1:19602/metrics", True),
+        (f"headroom agent before the task iterator ({BASELINE_COMMIT}: every /proc file, every sample)", "hr_base",
          [baseline, "agent", "--listen", "127.0.0.1:19603", "--interval", "1s"], "http://127.0.0.1:19603/metrics", False),
-        ("node_exporter (host only)", "node",
+        (f"headroom agent, task iterator, its page written by hand ({HAND_WRITTEN_COMMIT}: before prometheus-cpp)",
+         "hr_hand", [hand, "agent", "--listen", "127.0.0.1:19607", "--interval", "1s"],
+         "http://127.0.0.1:19607/metrics", True),
+        ("node_exporter (host only, its defaults)", "node",
          [NODE_EXPORTER, "--web.listen-address=127.0.0.1:19604"], "http://127.0.0.1:19604/metrics", False),
-        ("process-exporter (per process)", "procexp",
+        ("process-exporter (every process, grouped by command name)", "procexp",
          [PROCESS_EXPORTER, "-web.listen-address", "127.0.0.1:19605", "-config.path", pe_cfg],
          "http://127.0.0.1:19605/metrics", False),
+        (f"cAdvisor {cadv_version} (every cgroup, 1 s housekeeping)", "cadvisor",
+         [cadv, "--listen_ip=127.0.0.1", "--port=19608", "--housekeeping_interval=1s",
+          "--allow_dynamic_housekeeping=false", "--docker_only=false", "--logtostderr"],
+         "http://127.0.0.1:19608/metrics", False),
     ]
-    exporters = [e for e in exporters if wanted(e[1])]
+    return [e for e in exporters if wanted(e[1])]
+
+
+def run(build, sizes, seconds, rounds=1, only=None):
+    """Each exporter (DEFAULT_SET, or the keys in `only`) alone in turn at each size, `rounds`
+    times."""
+    keys = set(only) if only else set(DEFAULT_SET)
+    exporters = exporters_for(build, lambda key: key in keys)
     results = {}
     for n in sizes:
+        print(f"bench: starting {n} sleeping processes in {GROUPS} cgroups ...", flush=True)
         sl = Sleepers(n)
+        print(f"bench: {sl.count} started in {sl.seconds:.1f} s", flush=True)
         try:
             measured = {}
             for r in range(rounds):
@@ -296,11 +353,33 @@ def run(build, sizes, seconds, rounds=1, only=None):
     return exporters, results
 
 
+def machine():
+    """The machine in one line: CPU model and cores, memory, kernel."""
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) * 1024
+    return f"{os.cpu_count()} cores ({model}), {mem / 2**30:.1f} GiB RAM, Linux {platform.release()}"
+
+
+def mark(ok):
+    return "pass" if ok else "**FAIL**"
+
+
 def table(exporters, results, sizes, seconds):
     keys = {key for _, key, *_ in exporters}
     rounds = max((r.get("rounds", 1) for r in results.values()), default=1)
     each = f"; the median of {rounds} rounds, the exporters taking turns" if rounds > 1 else ""
-    rows = [f"## Per-process sampling: 1 s samples, scraped every second for {seconds} s{each}\n",
+    scrapes = min((r["scrapes"] for r in results.values()), default=0)
+    rows = [f"## Per-process sampling: sleeping processes in {GROUPS} cgroups, 1 s samples, scraped every second "
+            f"for {seconds} s{each}\n",
+            f"Each exporter alone in turn, {SETTLE} s after it answered. CPU from schedstat (every thread, its "
+            f"scrapes included), RSS at the end, scrape latency p50 / p99 (p99: nearest rank of {scrapes} scrapes"
+            f"{', the slowest' if scrapes < 100 else ''}), series on the page.\n",
             "| processes | exporter | CPU | RSS | scrape p50 / p99 | series |", "| --- | --- | --- | --- | --- | --- |"]
     for n in sizes:
         for label, key, *_ in exporters:
@@ -314,20 +393,30 @@ def table(exporters, results, sizes, seconds):
     def ratio(a, b, fmt="{:.2f}x"):
         return fmt.format(a / b) if a is not None and b else "—"
 
-    rows += ["", "| processes | agent (task iterator) vs: node_exporter | process-exporter | the agent before | "
-             "above its own floor (per-process part) | `--sensors.tasks false` vs the agent before | target |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for n in sizes:
-        it, pf, base = cpu(n, "hr_iter"), cpu(n, "hr_procfs"), cpu(n, "hr_base")
-        floor = cpu(n, "hr_floor")
-        if it is None:
-            continue
-        before = f"{it / base:.3f}x ({base / it:.1f} times cheaper)" if base else "—"
-        above = f"{it - floor:.2f} ms/s (floor {floor:.2f} ms/s)" if floor is not None else "—"
-        procfs = f"{base / pf:.1f} times cheaper" if base and pf else "—"
-        rows.append(f"| {results[(n, 'hr_iter')]['processes']} | {ratio(it, cpu(n, 'node'))} | "
-                    f"{ratio(it, cpu(n, 'procexp'), '{:.3f}x')} | {before} | {above} | {procfs} | "
-                    f"<= 5 ms/s at 1,000; /proc path >= 3x cheaper |")
+    if "hr_iter" in keys:
+        rows += ["", "### The agent against the targets\n",
+                 f"| processes | agent CPU / node_exporter's | CPU <= node_exporter's (from {CPU_TARGET_FROM:,}) | "
+                 f"RSS <= {RSS_TARGET >> 20} MiB (at {RSS_TARGET_AT:,}) | scrape p99 <= {P99_TARGET_MS} ms |",
+                 "| --- | --- | --- | --- | --- |"]
+        for n in sizes:
+            r = results[(n, "hr_iter")]
+            it, node = r["cpu_ms_per_s"], cpu(n, "node")
+            if node is not None:
+                vs = f"{it:.2f} / {node:.2f} ms/s ({it / node:.2f}x)"
+                cpu_ok = mark(it <= node) if n >= CPU_TARGET_FROM else "—"
+            else:
+                vs, cpu_ok = f"{it:.2f} ms/s / —", "—"
+            rss = f"{r['rss'] / 2**20:.1f} MiB: {mark(r['rss'] <= RSS_TARGET)}" if n >= RSS_TARGET_AT else "—"
+            p99 = f"{r['p99']:.1f} ms: {mark(r['p99'] <= P99_TARGET_MS)}"
+            rows.append(f"| {r['processes']} | {vs} | {cpu_ok} | {rss} | {p99} |")
+        rows += ["", "| processes | agent CPU vs: process-exporter | cAdvisor | the agent before | above its own floor "
+                 "(per-process part) |", "| --- | --- | --- | --- | --- |"]
+        for n in sizes:
+            it, base, floor = cpu(n, "hr_iter"), cpu(n, "hr_base"), cpu(n, "hr_floor")
+            before = f"{it / base:.3f}x ({base / it:.1f} times cheaper)" if base else "—"
+            above = f"{it - floor:.2f} ms/s (floor {floor:.2f} ms/s)" if floor is not None else "—"
+            rows.append(f"| {results[(n, 'hr_iter')]['processes']} | {ratio(it, cpu(n, 'procexp'), '{:.3f}x')} | "
+                        f"{ratio(it, cpu(n, 'cadvisor'))} | {before} | {above} |")
     if len(sizes) > 1 and {"hr_iter", "hr_floor"} <= keys:
         per = []
         for n in sizes:
@@ -339,8 +428,8 @@ def table(exporters, results, sizes, seconds):
     if {"hr_iter", "hr_hand"} <= keys:
         rows += ["", f"### The page through prometheus-cpp (this build) vs written by hand ({HAND_WRITTEN_COMMIT})\n",
                  "| processes | CPU: prometheus-cpp / by hand | RSS | scrape p50 / p99 | exporter phase per sample "
-                 "(user + system) | node_exporter's CPU | target |",
-                 "| --- | --- | --- | --- | --- | --- | --- |"]
+                 "(user + system) | node_exporter's CPU |",
+                 "| --- | --- | --- | --- | --- | --- |"]
         for n in sizes:
             a, h = results[(n, "hr_iter")], results[(n, "hr_hand")]
 
@@ -350,15 +439,14 @@ def table(exporters, results, sizes, seconds):
             rows.append(f"| {a['processes']} | {a['cpu_ms_per_s']:.2f} / {h['cpu_ms_per_s']:.2f} ms/s "
                         f"({a['cpu_ms_per_s'] / h['cpu_ms_per_s']:.2f}x) | {a['rss'] / 2**20:.1f} / "
                         f"{h['rss'] / 2**20:.1f} MiB | {a['p50']:.1f} / {a['p99']:.1f} ms vs {h['p50']:.1f} / "
-                        f"{h['p99']:.1f} ms | {phase(a):.2f} / {phase(h):.2f} ms | {node} | "
-                        f"the agent <= node_exporter at 1,000 |")
-    rows += ["", "### One sample, by phase (sampling thread, ms per sample, user / system)\n",
-             "| processes | agent | processes | cgroups | model | exporter | whole agent per sample | /proc files read in one sample |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                        f"{h['p99']:.1f} ms | {phase(a):.2f} / {phase(h):.2f} ms | {node} |")
+    agents = [key for key in ("hr_iter", "hr_hand", "hr_procfs") if key in keys]
+    if agents:
+        rows += ["", "### One sample, by phase (sampling thread, ms per sample, user / system)\n",
+                 "| processes | agent | processes | cgroups | model | exporter | whole agent per sample | "
+                 "/proc files read in one sample |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for n in sizes:
-        for key in ("hr_iter", "hr_hand", "hr_procfs"):
-            if key not in keys:
-                continue
+        for key in agents:
             r = results[(n, key)]
             ph = r["phases_ms"]
 
@@ -372,39 +460,53 @@ def table(exporters, results, sizes, seconds):
                         f"{cell('exporter')} | {r['process_ms_per_sample']:.2f} | {files.get('total', '?')} "
                         f"(status {files.get('status', '?')}, smaps_rollup {files.get('smaps_rollup', '?')}, cmdline "
                         f"{files.get('cmdline', '?')}, cgroup {files.get('cgroup', '?')}) |")
-    rows.append("\nWhole agent per sample, less the four phases: the HTTP server (one scrape a second here) and the "
-                "sensors' event loop.")
+    if agents:
+        rows.append("\nWhole agent per sample, less the four phases: the HTTP server (one scrape a second here) and "
+                    "the sensors' event loop.")
     per_task = [f"{results[(n, 'hr_iter')]['iter_ns_per_task']:.0f} ns at {results[(n, 'hr_iter')]['processes']}"
                 for n in sizes if "hr_iter" in keys and results[(n, "hr_iter")].get("iter_ns_per_task")]
     if per_task:
         rows.append("\nThe task iterator's program per task (kernel BPF stats, after the CPU was measured; each "
                     "includes the stats' own ~75-80 ns): " + ", ".join(per_task) + ".")
+    notes = [f"{label}: `{' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd))}`"
+             for label, _, cmd, *_ in exporters]
+    rows += ["", "How each exporter ran:\n"] + [f"- {note}" for note in notes]
     return "\n".join(rows) + "\n"
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
-    ap.add_argument("--sizes", default="100,1000,5000")
+    ap.add_argument("--sizes", default=",".join(str(n) for n in DEFAULT_SIZES))
     ap.add_argument("--seconds", type=int, default=DEFAULT_SECONDS)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--only", help="exporter keys, comma-separated (hr_iter, hr_hand, hr_procfs, hr_floor, hr_base, "
-                                   "node, procexp)")
-    ap.add_argument("--out")
+    ap.add_argument("--only", help=f"exporter keys, comma-separated, of {', '.join(KEYS)} (default: "
+                                   f"{','.join(DEFAULT_SET)})")
+    ap.add_argument("--out", help="also write the table (and the machine, the command) to this file")
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench: needs root (BPF, cgroups)")
-    for tool in (NODE_EXPORTER, PROCESS_EXPORTER):
-        if not shutil.which(tool):
+    only = a.only.split(",") if a.only else None
+    unknown = set(only or ()) - set(KEYS)
+    if unknown:
+        raise SystemExit(f"bench: unknown exporter {', '.join(sorted(unknown))} (known: {', '.join(KEYS)})")
+    for key, tool in (("node", NODE_EXPORTER), ("procexp", PROCESS_EXPORTER)):
+        if key in (only or DEFAULT_SET) and not shutil.which(tool):
             raise SystemExit(f"bench: {tool} missing (deploy/install-deps.sh installs it)")
+    # A SIGTERM ends the run through the finally blocks: the exporter and the sleepers stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = [int(s) for s in a.sizes.split(",")]
-    only = set(a.only.split(",")) if a.only else None
+    t0 = time.monotonic()
     exporters, results = run(a.build, sizes, a.seconds, a.rounds, only)
     text = table(exporters, results, sizes, a.seconds)
     print(text)
+    print(f"bench: {time.monotonic() - t0:.0f} s in all")
     if a.out:
         with open(a.out, "w") as f:
-            f.write(text)
+            f.write(f"# headroom against node_exporter, process-exporter and cAdvisor "
+                    f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n\nMachine: {machine()}.\n\n"
+                    f"Command: `python3 tests/bench/processes.py {' '.join(sys.argv[1:])}` "
+                    f"({time.monotonic() - t0:.0f} s).\n\n" + text)
 
 
 if __name__ == "__main__":
