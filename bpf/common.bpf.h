@@ -136,11 +136,22 @@ static __always_inline struct proc_hot *proc_hot_of(struct task_struct *leader)
 	return bpf_task_storage_get(&proc_hot, leader, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
+/* The current task, for BPF_CORE_READ: bpf_get_current_task_btf where the kernel has it (5.11,
+ * "bpf: Implement get_current_task_btf and RET_PTR_TO_BTF_ID"), else the same pointer untyped
+ * from bpf_get_current_task. The test is a CO-RE relocation against the kernel's own enum
+ * bpf_func_id, resolved at load: the verifier never walks the branch with the absent helper. */
+static __always_inline struct task_struct *current_task(void)
+{
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf))
+		return bpf_get_current_task_btf();
+	return (struct task_struct *)bpf_get_current_task();
+}
+
 static __always_inline bool current_tracked(void)
 {
 	if (!cfg_filter_cgroups)
 		return true;
-	return cgroup_tracked(task_memcg_id(bpf_get_current_task_btf()));
+	return cgroup_tracked(task_memcg_id(current_task()));
 }
 
 static __always_inline void fill_task(struct hr_task *out, struct task_struct *t)

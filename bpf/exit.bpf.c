@@ -31,8 +31,10 @@ static __always_inline void end_fault_runs_of(__u32 tgid)
 	}
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(handle_exit, struct task_struct *p)
+/* sweep_allocs: drop the CUDA allocations of a process that exits holding some, which takes
+ * bpf_for_each_map_elem (5.13). Where the kernel lacks it the CUDA sensor cannot load either
+ * (it needs the helper too), so no allocation is ever recorded to sweep. */
+static __always_inline int on_exit(struct task_struct *p, bool sweep_allocs)
 {
 	__u32 pid = BPF_CORE_READ(p, pid);
 	__u32 tgid = BPF_CORE_READ(p, tgid);
@@ -74,7 +76,8 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	if (bpf_map_lookup_elem(&gpu_mem, &tgid)) {
 		/* Whatever it still held is released with it, never leaked in the counters. */
 		bpf_map_delete_elem(&gpu_mem, &tgid);
-		bpf_for_each_map_elem(&gpu_allocs, drop_allocs_of, &tgid, 0);
+		if (sweep_allocs)
+			bpf_for_each_map_elem(&gpu_allocs, drop_allocs_of, &tgid, 0);
 	}
 
 	cgid = task_memcg_id(p);
@@ -99,4 +102,17 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	e->cgroup_id = cgid;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit, struct task_struct *p)
+{
+	return on_exit(p, true);
+}
+
+/* Kernels before 5.13: the same without the sweep (user space loads one of the two). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit_plain, struct task_struct *p)
+{
+	return on_exit(p, false);
 }

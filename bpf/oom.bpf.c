@@ -24,7 +24,7 @@ static __always_inline struct oom_victim_event *begin_victim_event(void)
 	e->type = HR_EV_OOM_VICTIM;
 	e->ts_ns = bpf_ktime_get_ns();
 	e->boot_ts_ns = bpf_ktime_get_boot_ns();
-	cur = bpf_get_current_task_btf();
+	cur = current_task();
 	fill_task(&e->trigger, cur);
 	e->trigger_cgroup_id = task_memcg_id(cur);
 	return e;

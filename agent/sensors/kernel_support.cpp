@@ -55,6 +55,24 @@ TracepointSignature tracepointSignature(const std::string& name, const ::btf* vm
 
 bool kernelHasTracepoint(const std::string& name) { return tracepointSignature(name).exists; }
 
+std::optional<bool> kernelHasMapType(int type) {
+  int r = libbpf_probe_bpf_map_type(static_cast<bpf_map_type>(type), nullptr);
+  if (r < 0) return std::nullopt;
+  if (r == 1) return true;
+  // libbpf reads any refusal as "no such type", a missing privilege too: the type is missing
+  // only where a map every kernel has can be made.
+  if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_HASH, nullptr) != 1) return std::nullopt;
+  return false;
+}
+
+std::optional<bool> kernelHasHelper(int id) {
+  // A kprobe program: libbpf cannot probe tp_btf ones (they need an attach target), and every
+  // helper headroom probes is given to kprobe programs as to tp_btf ones (kernel/trace/bpf_trace.c).
+  int r = libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, static_cast<bpf_func_id>(id), nullptr);
+  if (r < 0) return std::nullopt;
+  return r == 1;
+}
+
 bool canAccess(const char* path, int mode) { return ::faccessat(AT_FDCWD, path, mode, AT_EACCESS) == 0; }
 
 bool ensureTracefs() {

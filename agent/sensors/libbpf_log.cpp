@@ -50,6 +50,20 @@ std::string failedProgram(const std::string& log) {
   if (start == std::string::npos) return "";
   return log.substr(start + 6, end - start - 6);
 }
+
+std::string failedMap(const std::string& log) {
+  // libbpf: "map 'NAME': failed to create: Invalid argument(-22)" (programs' attachments fail
+  // with "prog 'NAME': failed to create ...": not a map's).
+  static constexpr std::string_view kHead = "map '";
+  static constexpr std::string_view kTail = "': failed to create";
+  for (auto start = log.find(kHead); start != std::string::npos; start = log.find(kHead, start + 1)) {
+    auto name = start + kHead.size();
+    auto end = log.find('\'', name);
+    if (end == std::string::npos) break;
+    if (log.compare(end, kTail.size(), kTail) == 0) return log.substr(name, end - name);
+  }
+  return "";
+}
 }  // namespace detail
 
 void routeLibbpfLogToSpdlog() {

@@ -16,6 +16,7 @@ namespace headroom {
 namespace {
 
 using detail::AttachKind;
+using detail::KernelFeature;
 using detail::ProgramVariant;
 using detail::SensorSpec;
 
@@ -25,17 +26,37 @@ using detail::SensorSpec;
 // vmlinux (struct mm_rss_stat___old on 6.2+). Every type headroom relocates is in vmlinux.
 constexpr const char* kVmlinuxBtf = "/sys/kernel/btf/vmlinux";
 
-// The variant of a tp_btf sensor that fits the kernel's signature of its tracepoint.
-const ProgramVariant* fittingVariant(const SensorSpec& s, const TracepointSignature& sig) {
+// The variant of a tp_btf sensor that fits the kernel's signature of its tracepoint and has
+// what it needs.
+const ProgramVariant* fittingVariant(const SensorSpec& s, const TracepointSignature& sig,
+                                     const std::set<KernelFeature>& missing) {
   for (const ProgramVariant& v : s.variants) {
+    if (missing.count(v.needs) != 0) continue;
     if (v.fits == nullptr || v.fits(sig)) return &v;
   }
   return nullptr;
 }
 
+// The features of detail::kernelFeatures() this kernel lacks, each probed once. A probe that
+// cannot tell counts the feature as there: the load then decides, and a refusal names the program
+// or the map.
+std::set<KernelFeature> missingKernelFeatures() {
+  std::set<KernelFeature> out;
+  for (const detail::FeatureSpec& f : detail::kernelFeatures()) {
+    std::optional<bool> has = f.helper ? kernelHasHelper(f.id) : kernelHasMapType(f.id);
+    if (!has) {
+      spdlog::debug("could not probe the kernel for {}; assuming it is there", f.what);
+      continue;
+    }
+    if (!*has) out.insert(f.feature);
+  }
+  return out;
+}
+
 }  // namespace
 
-Status Sensors::Impl::openAndLoad(const std::set<SensorId>& enabled, std::map<SensorId, std::string>& notes) {
+Status Sensors::Impl::openAndLoad(const std::set<SensorId>& enabled, const std::set<KernelFeature>& missing,
+                                  const std::set<std::string>& uncreated, std::map<SensorId, std::string>& notes) {
   // Filled by hand: LIBBPF_OPTS is a GNU statement expression, not C++.
   bpf_object_open_opts opts{};
   opts.sz = sizeof(opts);
@@ -56,6 +77,13 @@ Status Sensors::Impl::openAndLoad(const std::set<SensorId>& enabled, std::map<Se
     if (int err = bpf_map__set_max_entries(map, n); err != 0)
       return sysError(-err, fmt::format("sizing map {} to {}", bpf_map__name(map), n));
   }
+  // Maps this kernel cannot make: no program left on uses them.
+  for (const std::string& name : uncreated) {
+    bpf_map* map = bpf_object__find_map_by_name(skel->obj, name.c_str());
+    if (map == nullptr) continue;
+    if (int err = bpf_map__set_autocreate(map, false); err != 0)
+      return sysError(-err, fmt::format("leaving map {} out", name));
+  }
   for (const SensorSpec& s : detail::sensorTable()) {
     bool on = enabled.count(s.sensor) != 0;
     for (const char* p : detail::programsOf(s)) {
@@ -68,7 +96,7 @@ Status Sensors::Impl::openAndLoad(const std::set<SensorId>& enabled, std::map<Se
     }
     // One variant, the one this kernel's tracepoint fits, attached where the config says.
     std::string tp = tracepoint(s.sensor, s.tracepoint);
-    const ProgramVariant* chosen = fittingVariant(s, signature(tp));
+    const ProgramVariant* chosen = fittingVariant(s, signature(tp), missing);
     for (const ProgramVariant& v : s.variants) {
       if (bpf_program* prog = program(v.program)) bpf_program__set_autoload(prog, &v == chosen);
     }
@@ -99,18 +127,35 @@ void Sensors::Impl::startBpf() {
   if (cfg.rss) enabled.insert(SensorId::kRss);
   if (cfg.cuda) enabled.insert(SensorId::kCuda);
 
-  // Before load: switch off what this kernel lacks, and say so.
+  // Before load: switch off what this kernel lacks, and say so. A map whose type the kernel
+  // lacks is not made at all (libbpf would fail the whole object on it).
+  const std::set<KernelFeature> missing = missingKernelFeatures();
+  std::set<std::string> uncreated;
+  for (KernelFeature f : missing) {
+    if (const detail::FeatureSpec* spec = detail::findFeature(f); spec != nullptr && spec->map != nullptr)
+      uncreated.insert(spec->map);
+  }
   for (const SensorSpec& s : detail::sensorTable()) {
     if (!enabled.count(s.sensor)) continue;
+    std::vector<KernelFeature> lacks;
+    for (KernelFeature f : s.needs) {
+      if (missing.count(f)) lacks.push_back(f);
+    }
     if (s.attach == AttachKind::kTpBtf) {
       std::string tp = tracepoint(s.sensor, s.tracepoint);
       if (!signature(tp).exists) {
         enabled.erase(s.sensor);
         set(s.sensor, SensorState::kDegraded, fmt::format("tracepoint {} not in this kernel ({})", tp, s.without));
+        continue;
       }
     } else if (s.attach == AttachKind::kTracepoint && !(ensureTracefs() && syscallTracepointsExist())) {
       enabled.erase(s.sensor);
       set(s.sensor, SensorState::kDegraded, s.without);
+      continue;
+    }
+    if (!lacks.empty()) {
+      enabled.erase(s.sensor);
+      set(s.sensor, SensorState::kDegraded, detail::missingFeaturesReason(lacks, s.without));
     }
   }
   for (SensorId s : {SensorId::kFaults, SensorId::kMmap, SensorId::kRss, SensorId::kCuda}) {
@@ -118,14 +163,23 @@ void Sensors::Impl::startBpf() {
       set(s, SensorState::kOff, "switched off in the configuration");
   }
 
-  // Load; if the kernel refuses a program, switch off the sensor it belongs to and retry (or,
-  // when libbpf does not say which, the least important sensor still on).
+  // Load; if the kernel refuses a program, switch off the sensor it belongs to and retry; if it
+  // refuses a map, the sensors that use it (or, when libbpf says neither, the least important
+  // sensor still on).
   for (;;) {
     detail::LibbpfLogCapture capture;
-    auto st = openAndLoad(enabled, notes);
+    auto st = openAndLoad(enabled, missing, uncreated, notes);
     if (st) break;
     std::string failed = detail::failedProgram(capture.text());
     int code = st.error().code;
+    if (std::string map = detail::failedMap(capture.text()); failed.empty() && !map.empty() && !uncreated.count(map)) {
+      uncreated.insert(map);
+      for (SensorId sensor : detail::sensorsUsingMap(map)) {
+        if (!enabled.erase(sensor)) continue;
+        set(sensor, SensorState::kDegraded, fmt::format("the kernel refused map {}: {}", map, st.error().describe()));
+      }
+      continue;
+    }
     if (failed.empty() && (code == EPERM || code == EACCES)) {
       // Not one program's fault: this process may not load BPF at all.
       for (const auto& sensor : enabled)
@@ -172,20 +226,31 @@ void Sensors::Impl::startBpf() {
       set(s.sensor, SensorState::kDegraded, failure);
   }
 
-  rings.reset(ring_buffer__new(
-      bpf_map__fd(skel->maps.oom_ring),
-      [](void* ctx, void* data, std::size_t size) {
-        static_cast<Impl*>(ctx)->onOomRecord(data, size);
-        return 0;
-      },
-      this, nullptr));
+  // The rings that were made (a ring the kernel refused took its sensor with it).
+  auto onOom = [](void* ctx, void* data, std::size_t size) {
+    static_cast<Impl*>(ctx)->onOomRecord(data, size);
+    return 0;
+  };
   auto onExit = [](void* ctx, void* data, std::size_t size) {
     static_cast<Impl*>(ctx)->onExitRecord(data, size);
     return 0;
   };
-  if (!rings || ring_buffer__add(rings.get(), bpf_map__fd(skel->maps.exit_ring), onExit, this) != 0) {
-    set(SensorId::kOom, SensorState::kDegraded, fmt::format("ring buffer: {}", std::strerror(errno)));
-    rings.reset();
+  for (auto [map, fn] : {std::pair<bpf_map*, ring_buffer_sample_fn>{skel->maps.oom_ring, onOom},
+                         std::pair<bpf_map*, ring_buffer_sample_fn>{skel->maps.exit_ring, onExit}}) {
+    int fd = bpf_map__fd(map);
+    if (fd < 0) continue;
+    bool made = false;
+    if (rings) {
+      made = ring_buffer__add(rings.get(), fd, fn, this) == 0;
+    } else {
+      rings.reset(ring_buffer__new(fd, fn, this, nullptr));
+      made = rings != nullptr;
+    }
+    if (!made) {
+      set(SensorId::kOom, SensorState::kDegraded, fmt::format("ring buffer: {}", std::strerror(errno)));
+      rings.reset();
+      break;
+    }
   }
   if (enabled.count(SensorId::kCuda)) attachConfiguredCuda();
 }

@@ -28,6 +28,7 @@ GpuMemory gpuOf(const gpu_mem& g) {
 template <typename V>
 std::unordered_map<__u32, V> dumpByTgid(int fd) {
   std::unordered_map<__u32, V> out;
+  if (fd < 0) return out;  // a map this kernel could not make
   std::vector<__u32> keys(kBatch);
   std::vector<V> values(kBatch);
   __u64 token = 0;
@@ -91,12 +92,13 @@ std::optional<ProcessActivity> Sensors::Impl::activityOf(pid_t tgid, const proc_
   bool found = false;
   // RSS lives in the leader's task storage (looked up through a pidfd); faults in per-CPU runs
   // and a per-process total. Each costs syscalls per process: only when its sensor is on.
-  if (rss) {
+  // proc_hot is not made where the kernel has no task storage (before 5.11).
+  if (int hot_fd = bpf_map__fd(skel->maps.proc_hot); rss && hot_fd >= 0) {
     Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, tgid, 0)));
     proc_hot hot{};
     if (pidfd.valid()) {
       int fdkey = pidfd.get();
-      if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.proc_hot), &fdkey, &hot) == 0 && hot.rss_updates > 0) {
+      if (bpf_map_lookup_elem(hot_fd, &fdkey, &hot) == 0 && hot.rss_updates > 0) {
         found = true;
         a.rss_file = hot.rss_file_pages * kPageBytes;
         a.rss_anon = hot.rss_anon_pages * kPageBytes;

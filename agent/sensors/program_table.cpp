@@ -1,9 +1,25 @@
 #include "headroom/sensors/detail/program_table.h"
 
+#include <fmt/format.h>
+#include <linux/bpf.h>
+
 #include <algorithm>
 
 namespace headroom::detail {
 namespace {
+
+// The releases each came in, from the kernel's history: task storage and
+// bpf_get_current_task_btf in 5.11 ("bpf: Implement task local storage", "bpf: Implement
+// get_current_task_btf and RET_PTR_TO_BTF_ID"), bpf_for_each_map_elem in 5.13 ("bpf: Add
+// bpf_for_each_map_elem() helper").
+std::vector<FeatureSpec> makeFeatures() {
+  return {
+      {KernelFeature::kTaskStorage, false, BPF_MAP_TYPE_TASK_STORAGE, "BPF task storage maps", "5.11", "proc_hot"},
+      {KernelFeature::kCurrentTaskBtf, true, BPF_FUNC_get_current_task_btf, "bpf_get_current_task_btf", "5.11",
+       nullptr},
+      {KernelFeature::kForEachMapElem, true, BPF_FUNC_for_each_map_elem, "bpf_for_each_map_elem", "5.13", nullptr},
+  };
+}
 
 // oom:mark_victim carries the victim's task_struct and uid on new kernels, only a pid on 6.8 and
 // older (its fields grew with 6.9).
@@ -28,15 +44,21 @@ std::vector<SensorSpec> makeTable() {
        {},
        {{"start_task_reaping", "start_task_reaping"}, {"finish_task_reaping", "finish_task_reaping"}},
        "",
-       "OOM kills come from /dev/kmsg alone"},
+       "OOM kills come from /dev/kmsg alone",
+       {},
+       {"oom_ring", "oom_victims", "oom_mms"}},
       {SensorId::kExits,
        AttachKind::kTpBtf,
        "sched_process_exit",
-       {{"handle_exit", nullptr, ""}},
+       {{"handle_exit", nullptr, "", KernelFeature::kForEachMapElem},
+        {"handle_exit_plain", nullptr, "before 5.13: no CUDA allocation sweep, the CUDA sensor being off"}},
        {},
        {},
        "",
-       "exits are not classified in the kernel"},
+       "exits are not classified in the kernel",
+       {},
+       {"exit_ring", "oom_victims", "oom_mms", "tracked_cgroups", "fault_runs", "fault_totals", "proc_activity",
+        "gpu_mem", "gpu_allocs"}},
       {SensorId::kFaults,
        AttachKind::kTpBtf,
        "page_fault_user",
@@ -44,7 +66,9 @@ std::vector<SensorSpec> makeTable() {
        {},
        {},
        "",
-       "x86 only; /proc/<pid>/stat still has the counts"},
+       "x86 only; /proc/<pid>/stat still has the counts",
+       {KernelFeature::kCurrentTaskBtf},
+       {"fault_runs", "fault_totals", "tracked_cgroups"}},
       {SensorId::kMmap,
        AttachKind::kTracepoint,
        "",
@@ -53,7 +77,9 @@ std::vector<SensorSpec> makeTable() {
         "exit_mlock", "enter_mlock2", "exit_mlock2", "enter_munlock", "exit_munlock"},
        {},
        "tp/syscalls/sys_{enter,exit}_{mmap,munmap,mremap,mlock,mlock2,munlock}",
-       "syscall tracepoints unavailable (tracefs not mounted and cannot be mounted)"},
+       "syscall tracepoints unavailable (tracefs not mounted and cannot be mounted)",
+       {},
+       {"mmap_pending", "proc_activity", "tracked_cgroups"}},
       {SensorId::kRss,
        AttachKind::kTpBtf,
        "rss_stat",
@@ -62,8 +88,19 @@ std::vector<SensorSpec> makeTable() {
        {},
        {},
        "",
-       "RSS comes from /proc"},
-      {SensorId::kCuda, AttachKind::kUprobe, "", {}, cudaPrograms(), {}, "", "no CUDA memory per process"},
+       "RSS comes from /proc",
+       {KernelFeature::kTaskStorage, KernelFeature::kCurrentTaskBtf},
+       {"proc_hot", "tracked_cgroups"}},
+      {SensorId::kCuda,
+       AttachKind::kUprobe,
+       "",
+       {},
+       cudaPrograms(),
+       {},
+       "",
+       "no CUDA memory per process",
+       {KernelFeature::kForEachMapElem},
+       {"cuda_calls", "cuda_in_runtime", "gpu_mem", "gpu_allocs"}},
   };
 }
 
@@ -94,6 +131,17 @@ const std::vector<UprobeTarget>& cudaUprobes() {
   return probes;
 }
 
+const std::vector<FeatureSpec>& kernelFeatures() {
+  static const std::vector<FeatureSpec> features = makeFeatures();
+  return features;
+}
+
+const FeatureSpec* findFeature(KernelFeature feature) {
+  const auto& f = kernelFeatures();
+  auto it = std::find_if(f.begin(), f.end(), [&](const FeatureSpec& s) { return s.feature == feature; });
+  return it == f.end() ? nullptr : &*it;
+}
+
 const std::vector<SensorSpec>& sensorTable() {
   static const std::vector<SensorSpec> table = makeTable();
   return table;
@@ -120,6 +168,25 @@ const SensorSpec* sensorOfProgram(std::string_view program) {
     }
   }
   return nullptr;
+}
+
+std::vector<SensorId> sensorsUsingMap(std::string_view map) {
+  std::vector<SensorId> out;
+  for (const SensorSpec& s : sensorTable()) {
+    if (std::any_of(s.maps.begin(), s.maps.end(), [&](const char* m) { return map == m; })) out.push_back(s.sensor);
+  }
+  return out;
+}
+
+std::string missingFeaturesReason(const std::vector<KernelFeature>& missing, std::string_view without) {
+  std::string out;
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    const FeatureSpec* f = findFeature(missing[i]);
+    if (f == nullptr) continue;
+    if (!out.empty()) out += i + 1 == missing.size() ? " and " : ", ";
+    out += fmt::format("{} (Linux {})", f->what, f->since);
+  }
+  return fmt::format("{} not in this kernel: {}", out, without);
 }
 
 }  // namespace headroom::detail

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "headroom.skel.h"
+#include "headroom/sensors/detail/program_table.h"
 #include "headroom/sensors/kernel_support.h"
 #include "headroom/sensors/oom_joiner.h"
 #include "headroom/sensors/sensors.h"
@@ -117,9 +118,11 @@ struct Sensors::Impl {
 
   // ---- the loader (loader.cpp) ----
   void startBpf();
-  // Opens the object with the given sensors' programs on (each the variant this kernel fits);
-  // `notes` gets what each attaches to. Returns why a load failed.
-  Status openAndLoad(const std::set<SensorId>& enabled, std::map<SensorId, std::string>& notes);
+  // Opens the object with the given sensors' programs on (each the variant this kernel fits and
+  // has the features for), the maps named in `uncreated` left out; `notes` gets what each
+  // attaches to. Returns why a load failed.
+  Status openAndLoad(const std::set<SensorId>& enabled, const std::set<detail::KernelFeature>& missing,
+                     const std::set<std::string>& uncreated, std::map<SensorId, std::string>& notes);
   Status trackCgroupsNow(const std::vector<std::uint64_t>& ids);
 
   // ---- the per-process maps (maps.cpp) ----

@@ -3,6 +3,7 @@
 // syscall tracepoints, and the reasons an attachment is refused.
 #pragma once
 
+#include <optional>
 #include <string>
 
 struct btf;
@@ -20,6 +21,12 @@ struct TracepointSignature {
 TracepointSignature tracepointSignature(const std::string& name, const ::btf* vmlinux = nullptr);
 // Whether this kernel exposes a tracepoint: a `btf_trace_<name>` typedef exists for each.
 bool kernelHasTracepoint(const std::string& name);
+
+// Whether the kernel has a BPF map type (a bpf_map_type) or helper (a bpf_func_id), told by
+// libbpf's probes (a map made, a program loaded and freed at once); nullopt when the probe could
+// not tell (no permission, say): then the load decides.
+std::optional<bool> kernelHasMapType(int type);
+std::optional<bool> kernelHasHelper(int id);
 
 // access() with the effective ids and capabilities. Plain access() checks the real uid and, for
 // a non-root one, drops every capability: an agent running as its own user with

@@ -25,6 +25,8 @@ class LibbpfLogCapture {
 };
 // The program named in libbpf's "prog 'NAME': failed to load", or "".
 std::string failedProgram(const std::string& log);
+// The map named in libbpf's "map 'NAME': failed to create", or "".
+std::string failedMap(const std::string& log);
 }  // namespace detail
 
 }  // namespace headroom
