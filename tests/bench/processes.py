@@ -5,9 +5,10 @@ in one run (part of `make bench`; alone, root, with the Release agent built in B
 [--only hr_iter,node,...] [--out FILE]`; a quick look: `--sizes 1000 --seconds 10`).
 
 N sleeping processes in 100 memory cgroups (made under the bench's own memory cgroup by
-tests/bench/sleepers.py, one per core, and removed after, however the bench ends); each exporter
-alone in turn, scraped every second for `seconds` after SETTLE seconds of start-up. The default
-set, what `make bench` runs:
+tests/bench/sleepers.py, and removed after, however the bench ends); each exporter alone in turn,
+scraped every second for `seconds` after SETTLE seconds of start-up (an exporter that fails or
+never answers leaves a row saying so, and the others are measured). The default set, what
+`make bench` runs:
 - hr_iter: the agent with 1 s samples on its task iterator (its default);
 - hr_floor: the agent watching no process (`--cgroup` of one that does not exist), its floor on
   this machine, so that the per-process part shows;
@@ -98,27 +99,24 @@ def check_room(n):
 
 
 class Sleepers:
-    """n sleeping processes spread over GROUPS cgroups of our own (tests/bench/sleepers.py, one
-    helper per core): they end, and the cgroups go, when the helpers' stdin closes, which happens
-    however this process ends."""
+    """n sleeping processes spread over GROUPS cgroups of our own (tests/bench/sleepers.py): they
+    end, and the cgroups go, when the helper's stdin closes, which happens however this process
+    ends."""
 
     def __init__(self, n):
         check_room(n)
         self.base = own_memory_cgroup()
         self.prefix = f"headroom-bench-procs-{os.getpid()}"
-        workers = os.cpu_count() or 1
         helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sleepers.py")
         t0 = time.monotonic()
-        self.helpers = [subprocess.Popen([sys.executable, helper, self.base, self.prefix, str(GROUPS), str(n), str(w),
-                                          str(workers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                         start_new_session=True) for w in range(workers)]
-        started = 0
-        for h in self.helpers:
-            line = h.stdout.readline().split()
-            if line[:1] != ["started"]:
-                self.close()
-                raise SystemExit("bench: the sleepers did not start")
-            started += int(line[1])
+        self.helper = subprocess.Popen([sys.executable, helper, self.base, self.prefix, str(GROUPS), str(n)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                       start_new_session=True)
+        line = self.helper.stdout.readline().split()
+        if line[:1] != ["started"]:
+            self.close()
+            raise SystemExit("bench: the sleepers did not start")
+        started = int(line[1])
         self.seconds = time.monotonic() - t0
         self.count = sum(len(open(os.path.join(self.base, f"{self.prefix}-{g}", "cgroup.procs")).read().split())
                          for g in range(GROUPS))
@@ -127,14 +125,12 @@ class Sleepers:
             raise SystemExit(f"bench: {self.count} of {n} sleepers in their cgroups")
 
     def close(self):
-        for h in self.helpers:
-            h.stdin.close()
-        for h in self.helpers:
-            try:
-                h.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                os.killpg(h.pid, signal.SIGKILL)  # its process group holds only what it started
-                h.wait()
+        self.helper.stdin.close()
+        try:
+            self.helper.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.helper.pid, signal.SIGKILL)  # its process group holds only what it started
+            self.helper.wait()
 
 
 def cpu_ns(pid):
@@ -156,9 +152,9 @@ def rss_of(pid):
     return 0
 
 
-def fetch(url):
+def fetch(url, timeout=60):
     t0 = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         body = r.read().decode()
     return time.perf_counter() - t0, body
 
@@ -173,17 +169,17 @@ def samples_of(text):
     return out
 
 
-def wait_serving(url, proc, timeout=60):
+def wait_serving(url, proc, timeout=180):
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
-            raise SystemExit(f"bench: {proc.args[0]} exited ({proc.returncode})")
+            raise RuntimeError(f"exited ({proc.returncode})")
         try:
             fetch(url)
             return
         except OSError:
             time.sleep(0.2)
-    raise SystemExit(f"bench: {url} never answered")
+    raise RuntimeError(f"{url} did not answer in {timeout} s")
 
 
 def measure(cmd, url, seconds, headroom=False):
@@ -339,15 +335,23 @@ def run(build, sizes, seconds, rounds=1, only=None):
         sl = Sleepers(n)
         print(f"bench: {sl.count} started in {sl.seconds:.1f} s", flush=True)
         try:
-            measured = {}
+            measured, errors = {}, {}
             for r in range(rounds):
                 for label, key, cmd, url, is_hr in exporters:
                     print(f"bench: {n} processes, round {r + 1} of {rounds}, {label} ...", flush=True)
-                    m = measure(cmd, url, seconds, is_hr)
+                    try:
+                        m = measure(cmd, url, seconds, is_hr)
+                    except (RuntimeError, OSError) as e:  # one exporter failing leaves the others' rows
+                        print(f"bench: {label}: {e}", flush=True)
+                        errors[key] = str(e)
+                        continue
                     m["processes"] = sl.count
                     measured.setdefault(key, []).append(m)
             for key, ms in measured.items():
                 results[(n, key)] = median_of(ms)
+            for label, key, *_ in exporters:
+                if (n, key) not in results:
+                    results[(n, key)] = {"error": errors.get(key, "?"), "processes": sl.count}
         finally:
             sl.close()
     return exporters, results
@@ -374,7 +378,7 @@ def table(exporters, results, sizes, seconds):
     keys = {key for _, key, *_ in exporters}
     rounds = max((r.get("rounds", 1) for r in results.values()), default=1)
     each = f"; the median of {rounds} rounds, the exporters taking turns" if rounds > 1 else ""
-    scrapes = min((r["scrapes"] for r in results.values()), default=0)
+    scrapes = min((r["scrapes"] for r in results.values() if "scrapes" in r), default=0)
     rows = [f"## Per-process sampling: sleeping processes in {GROUPS} cgroups, 1 s samples, scraped every second "
             f"for {seconds} s{each}\n",
             f"Each exporter alone in turn, {SETTLE} s after it answered. CPU from schedstat (every thread, its "
@@ -384,11 +388,17 @@ def table(exporters, results, sizes, seconds):
     for n in sizes:
         for label, key, *_ in exporters:
             r = results[(n, key)]
+            if "error" in r:
+                rows.append(f"| {r['processes']} | {label} | not measured: {r['error']} | | | |")
+                continue
             rows.append(f"| {r['processes']} | {label} | {r['cpu_ms_per_s']:.2f} ms/s ({r['cpu_ms_per_s'] / 10:.2f} % of a "
                         f"core) | {r['rss'] / 2**20:.1f} MiB | {r['p50']:.1f} / {r['p99']:.1f} ms | {r['series']} |")
 
+    def ok(n, key):
+        return key in keys and "error" not in results[(n, key)]
+
     def cpu(n, key):
-        return results[(n, key)]["cpu_ms_per_s"] if key in keys else None
+        return results[(n, key)]["cpu_ms_per_s"] if ok(n, key) else None
 
     def ratio(a, b, fmt="{:.2f}x"):
         return fmt.format(a / b) if a is not None and b else "—"
@@ -400,6 +410,9 @@ def table(exporters, results, sizes, seconds):
                  "| --- | --- | --- | --- | --- |"]
         for n in sizes:
             r = results[(n, "hr_iter")]
+            if "error" in r:
+                rows.append(f"| {r['processes']} | not measured | | | |")
+                continue
             it, node = r["cpu_ms_per_s"], cpu(n, "node")
             if node is not None:
                 vs = f"{it:.2f} / {node:.2f} ms/s ({it / node:.2f}x)"
@@ -413,6 +426,8 @@ def table(exporters, results, sizes, seconds):
                  "(per-process part) |", "| --- | --- | --- | --- | --- |"]
         for n in sizes:
             it, base, floor = cpu(n, "hr_iter"), cpu(n, "hr_base"), cpu(n, "hr_floor")
+            if it is None:
+                continue
             before = f"{it / base:.3f}x ({base / it:.1f} times cheaper)" if base else "—"
             above = f"{it - floor:.2f} ms/s (floor {floor:.2f} ms/s)" if floor is not None else "—"
             rows.append(f"| {results[(n, 'hr_iter')]['processes']} | {ratio(it, cpu(n, 'procexp'), '{:.3f}x')} | "
@@ -420,6 +435,8 @@ def table(exporters, results, sizes, seconds):
     if len(sizes) > 1 and {"hr_iter", "hr_floor"} <= keys:
         per = []
         for n in sizes:
+            if not (ok(n, "hr_iter") and ok(n, "hr_floor")):
+                continue
             r = results[(n, "hr_iter")]
             per.append(f"{(r['cpu_ms_per_s'] - results[(n, 'hr_floor')]['cpu_ms_per_s']) * 1000 / r['processes']:.2f} "
                        f"ms/s at {r['processes']}")
@@ -431,11 +448,13 @@ def table(exporters, results, sizes, seconds):
                  "(user + system) | node_exporter's CPU |",
                  "| --- | --- | --- | --- | --- | --- |"]
         for n in sizes:
+            if not (ok(n, "hr_iter") and ok(n, "hr_hand")):
+                continue
             a, h = results[(n, "hr_iter")], results[(n, "hr_hand")]
 
             def phase(r):
                 return r["phases_ms"].get(("exporter", "user"), 0) + r["phases_ms"].get(("exporter", "system"), 0)
-            node = f"{cpu(n, 'node'):.2f} ms/s" if "node" in keys else "—"
+            node = f"{cpu(n, 'node'):.2f} ms/s" if ok(n, "node") else "—"
             rows.append(f"| {a['processes']} | {a['cpu_ms_per_s']:.2f} / {h['cpu_ms_per_s']:.2f} ms/s "
                         f"({a['cpu_ms_per_s'] / h['cpu_ms_per_s']:.2f}x) | {a['rss'] / 2**20:.1f} / "
                         f"{h['rss'] / 2**20:.1f} MiB | {a['p50']:.1f} / {a['p99']:.1f} ms vs {h['p50']:.1f} / "
@@ -447,6 +466,8 @@ def table(exporters, results, sizes, seconds):
                  "/proc files read in one sample |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for n in sizes:
         for key in agents:
+            if not ok(n, key):
+                continue
             r = results[(n, key)]
             ph = r["phases_ms"]
 
@@ -464,7 +485,7 @@ def table(exporters, results, sizes, seconds):
         rows.append("\nWhole agent per sample, less the four phases: the HTTP server (one scrape a second here) and "
                     "the sensors' event loop.")
     per_task = [f"{results[(n, 'hr_iter')]['iter_ns_per_task']:.0f} ns at {results[(n, 'hr_iter')]['processes']}"
-                for n in sizes if "hr_iter" in keys and results[(n, "hr_iter")].get("iter_ns_per_task")]
+                for n in sizes if ok(n, "hr_iter") and results[(n, "hr_iter")].get("iter_ns_per_task")]
     if per_task:
         rows.append("\nThe task iterator's program per task (kernel BPF stats, after the CPU was measured; each "
                     "includes the stats' own ~75-80 ns): " + ", ".join(per_task) + ".")
