@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The kernel matrix: headroom's kernel-facing suites on Debian's own kernels, cgroup v2.
+"""The kernel matrix: headroom's kernel-facing suites on Debian's own kernels, cgroup v2 and v1.
 
     tests/kernels/matrix.py [--suite full|smoke|capture] [--kernels 6.1,6.12] [--layouts ...]
                             [--runs KERNEL:LAYOUT,...,host] [--host] [--build DIR] [--out DIR] [--echo]
