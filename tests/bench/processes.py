@@ -378,13 +378,14 @@ def table(exporters, results, sizes, seconds):
     keys = {key for _, key, *_ in exporters}
     rounds = max((r.get("rounds", 1) for r in results.values()), default=1)
     each = f"; the median of {rounds} rounds, the exporters taking turns" if rounds > 1 else ""
-    scrapes = min((r["scrapes"] for r in results.values() if "scrapes" in r), default=0)
     rows = [f"## Per-process sampling: sleeping processes in {GROUPS} cgroups, 1 s samples, scraped every second "
             f"for {seconds} s{each}\n",
             f"Each exporter alone in turn, {SETTLE} s after it answered. CPU from schedstat (every thread, its "
-            f"scrapes included), RSS at the end, scrape latency p50 / p99 (p99: nearest rank of {scrapes} scrapes"
-            f"{', the slowest' if scrapes < 100 else ''}), series on the page.\n",
-            "| processes | exporter | CPU | RSS | scrape p50 / p99 | series |", "| --- | --- | --- | --- | --- | --- |"]
+            f"scrapes included), RSS at the end, scrape latency p50 / p99 (nearest rank: the slowest scrape when "
+            f"there are fewer than 100) and how many scrapes (back to back when one takes over a second), series on "
+            f"the page.\n",
+            "| processes | exporter | CPU | RSS | scrape p50 / p99 (scrapes) | series |",
+            "| --- | --- | --- | --- | --- | --- |"]
     for n in sizes:
         for label, key, *_ in exporters:
             r = results[(n, key)]
@@ -392,7 +393,8 @@ def table(exporters, results, sizes, seconds):
                 rows.append(f"| {r['processes']} | {label} | not measured: {r['error']} | | | |")
                 continue
             rows.append(f"| {r['processes']} | {label} | {r['cpu_ms_per_s']:.2f} ms/s ({r['cpu_ms_per_s'] / 10:.2f} % of a "
-                        f"core) | {r['rss'] / 2**20:.1f} MiB | {r['p50']:.1f} / {r['p99']:.1f} ms | {r['series']} |")
+                        f"core) | {r['rss'] / 2**20:.1f} MiB | {r['p50']:.1f} / {r['p99']:.1f} ms ({r['scrapes']}) | "
+                        f"{r['series']} |")
 
     def ok(n, key):
         return key in keys and "error" not in results[(n, key)]
@@ -503,7 +505,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--only", help=f"exporter keys, comma-separated, of {', '.join(KEYS)} (default: "
                                    f"{','.join(DEFAULT_SET)})")
-    ap.add_argument("--out", help="also write the table (and the machine, the command) to this file")
+    ap.add_argument("--out", help="also write the table (and the machine, the command) to this file, and every "
+                                  "figure to FILE.json")
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench: needs root (BPF, cgroups)")
@@ -523,6 +526,10 @@ def main():
     print(text)
     print(f"bench: {time.monotonic() - t0:.0f} s in all")
     if a.out:
+        with open(a.out + ".json", "w") as f:  # every figure, for a table written again later
+            json.dump([{"processes": n, "exporter": key, **{k: v for k, v in r.items() if k != "phases_ms"},
+                        "phases_ms": {"/".join(ph): v for ph, v in r.get("phases_ms", {}).items()}}
+                       for (n, key), r in results.items()], f, indent=1)
         with open(a.out, "w") as f:
             f.write(f"# headroom against node_exporter, process-exporter and cAdvisor "
                     f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n\nMachine: {machine()}.\n\n"
