@@ -35,7 +35,9 @@ Result<std::string> CgroupFileCache::readHeld(Entry& e, const char* name, bool& 
     f = e.files.emplace(name, std::move(fd)).first;
     ++held_fds_;
   }
-  if (!f->second.valid()) return notFound(fmt::format("opening {}/{}", e.dir.path(), name));
+  // Absent at the first open: answered as that open was (an optional file that is ENOENT is no
+  // warning; memory.peak before 5.19).
+  if (!f->second.valid()) return sysError(ENOENT, fmt::format("opening {}/{}", e.dir.path(), name));
   auto text = rereadAll(f->second.get(), e.dir.path(), name);
   if (!text) gone = true;  // ENODEV: the cgroup was removed since the file was opened
   return text;
