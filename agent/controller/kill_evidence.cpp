@@ -53,7 +53,8 @@ KillEvidence killEvidence(std::span<const KillVictim> victims, const OomEvent* e
     if (auto b = breakdownAtKill(*event)) {
       if (auto o = overheadAtKill(*b, prover_cgroup)) {
         k.charge = std::max(k.charge, o->charge);
-        k.page_tables = o->exact ? o->page_tables : std::max(k.page_tables, o->page_tables);
+        // Where the report has no page tables (before 5.11), the victims' own figures stand.
+        k.page_tables = o->exact && o->page_tables_known ? o->page_tables : std::max(k.page_tables, o->page_tables);
         k.kernel = o->exact ? o->kernel : std::max(k.kernel, o->kernel);
         what += fmt::format("; overhead at the kill from {}", o->source);
       }

@@ -239,8 +239,9 @@ std::optional<KillOverhead> overheadAtKill(const KillBreakdown& b, std::string_v
   KillOverhead o;
   o.exact = b.source == KillBreakdown::Source::kKernelReport;
   o.charge = b.usage;
-  o.page_tables = b.attribution.bytesOf(PartKind::kPageTables).value_or(0) +
-                  b.attribution.bytesOf(PartKind::kSecPageTables).value_or(0);
+  auto page_tables = b.attribution.bytesOf(PartKind::kPageTables);
+  o.page_tables_known = page_tables.has_value();
+  o.page_tables = page_tables.value_or(0) + b.attribution.bytesOf(PartKind::kSecPageTables).value_or(0);
   o.kernel = b.attribution.invisibleBytes() - std::min(b.attribution.invisibleBytes(), o.page_tables);
   o.source = b.source == KillBreakdown::Source::kKernelReport
                  ? std::string("the kernel's OOM report")

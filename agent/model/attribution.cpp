@@ -138,6 +138,10 @@ void splitV2(Attribution& a, const SplitInputs& in, const ProcessSums& sums) {
     // `kernel` (5.18+) holds every kmem charge; sock and zswap are charged apart from it.
     if (k.kind != PartKind::kSock && k.kind != PartKind::kZswap) kernel_listed += *v;
   }
+  if (!st.get("pagetables")) {
+    a.notes.push_back(fmt::format(
+        "{} has no \"pagetables\" key (kernel before 5.11): the page tables are in unattributed", in.stat_name));
+  }
   if (auto kernel = st.get("kernel")) {
     a.parts.push_back({PartKind::kKernelOther, sat(*kernel, kernel_listed), in.computed,
                        fmt::format("{} kernel minus its listed parts", in.stat_name)});

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -235,12 +236,22 @@ TEST(Journal, ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill) 
   EXPECT_EQ(at["source"], "kernel report");
   EXPECT_EQ(at["cgroup"], k.cgroup);
   EXPECT_EQ(at["limit_bytes"], 160 * kMiB);
-  EXPECT_EQ(at["adds_up"], true) << at.dump();
   double usage = at["usage_bytes"].get<double>();
-  EXPECT_LE(std::abs(at["unattributed_bytes"].get<double>()), 0.01 * usage) << at.dump();
   std::map<std::string, double> parts;
   for (const auto& p : at["parts"]) parts[p["kind"].get<std::string>()] = p["bytes"].get<double>();
-  EXPECT_GE(parts["pagetables"], 7.0 * kMiB) << "4 GiB of sparse address space: 8 MiB of page tables\n" << at.dump();
+  if (std::any_of(at["notes"].begin(), at["notes"].end(), [](const nlohmann::json& n) {
+        return n.get<std::string>().find("no \"pagetables\" key") != std::string::npos;
+      })) {
+    // Before 5.11 memory.stat has no page tables: they are what does not add up, and it says so.
+    EXPECT_EQ(parts.count("pagetables"), 0u) << at.dump();
+    EXPECT_EQ(at["adds_up"], false) << at.dump();
+    EXPECT_GE(at["unattributed_bytes"].get<double>(), 7.0 * kMiB) << "the 8 MiB of page tables\n" << at.dump();
+    EXPECT_LE(at["unattributed_bytes"].get<double>(), 8.0 * kMiB + 0.01 * usage) << at.dump();
+  } else {
+    EXPECT_EQ(at["adds_up"], true) << at.dump();
+    EXPECT_LE(std::abs(at["unattributed_bytes"].get<double>()), 0.01 * usage) << at.dump();
+    EXPECT_GE(parts["pagetables"], 7.0 * kMiB) << "4 GiB of sparse address space: 8 MiB of page tables\n" << at.dump();
+  }
   // 24 MiB; before 6.2 the task dump has no rss_shmem and the mapped part is bounded by file_mapped
   // (the binary's own pages among them), so a little less may show as unmapped.
   EXPECT_GE(parts["shmem_unmapped"], 20.0 * kMiB) << "the tmpfs file nobody maps\n" << at.dump();
@@ -251,7 +262,13 @@ TEST(Journal, ACgroupBornAndKilledBetweenTwoSamplesHasTheWholePictureOfTheKill) 
   for (const auto& c : rec["event"]["read_at_kill"]["cgroups"]) {
     if (c["path"] != k.cgroup) continue;
     read = true;
-    EXPECT_GE(c["peak_bytes"].get<double>(), 150.0 * kMiB) << c.dump();
+    if (c["peak_bytes"].is_null()) {
+      // No memory.peak before 5.19: its parent has none either.
+      std::string parent = "/sys/fs/cgroup" + k.cgroup.substr(0, k.cgroup.rfind('/'));
+      EXPECT_NE(::access((parent + "/memory.peak").c_str(), F_OK), 0) << c.dump();
+    } else {
+      EXPECT_GE(c["peak_bytes"].get<double>(), 150.0 * kMiB) << c.dump();
+    }
   }
   EXPECT_TRUE(read) << rec["event"]["read_at_kill"].dump();
   // The flight recorder never saw it: its one point is the kill.
@@ -292,7 +309,13 @@ TEST(Journal, WithoutBpfTheKernelsReportTriggersTheReadAtTheKill) {
   for (const auto& c : k.rec["event"]["read_at_kill"]["cgroups"]) {
     if (c["path"] != k.cgroup) continue;
     read = true;
-    EXPECT_GE(c["peak_bytes"].get<double>(), 150.0 * kMiB) << c.dump();
+    if (c["peak_bytes"].is_null()) {
+      // No memory.peak before 5.19: its parent has none either.
+      std::string parent = "/sys/fs/cgroup" + k.cgroup.substr(0, k.cgroup.rfind('/'));
+      EXPECT_NE(::access((parent + "/memory.peak").c_str(), F_OK), 0) << c.dump();
+    } else {
+      EXPECT_GE(c["peak_bytes"].get<double>(), 150.0 * kMiB) << c.dump();
+    }
   }
   EXPECT_TRUE(read) << k.rec["event"].dump();
 }

@@ -48,6 +48,9 @@ struct KillOverhead {
   bool exact = false;  // from the kernel's report (else files read after the kill: a lower bound)
   std::uint64_t charge = 0;
   std::uint64_t page_tables = 0;
+  // The page tables are in the report (memory.stat breaks them out since 5.11; before, they are
+  // in no key and page_tables is 0, not their size).
+  bool page_tables_known = false;
   std::uint64_t kernel = 0;
   std::string source;  // "the kernel's OOM report", "the domain's files read 2.1 ms after the kill"
 };

@@ -116,5 +116,20 @@ TEST(KillEvidence, TheKillsOwnOverheadWhenTheDomainIsTheProvers) {
   EXPECT_EQ(k.what, "");
 }
 
+// Before 5.11 memory.stat (and so the report) has no pagetables: the domain's charge still comes
+// from the report, the page tables from the victim's own line of the task dump, never 0.
+TEST(KillEvidence, AReportWithoutPageTablesKeepsTheVictimsOwn) {
+  OomEvent e;
+  e.from_kmsg = true;
+  e.domain_cgroup = "/jobs/prover";
+  e.kernel_memcg = testing::memcgReport(5 * 1024 * kMiB,
+                                        {{"anon", 4 * 1024 * kMiB}, {"file", 0}, {"shmem", 0}, {"slab", 300 * kMiB}});
+  e.victims.push_back(victim(7, 700 * kMiB));
+  const KillVictim kv{&e.victims[0], true, sampled(600 * kMiB)};
+  KillEvidence k = killEvidence(std::span(&kv, 1), &e, "/jobs/prover", 0, "");
+  EXPECT_EQ(k.charge, 5 * 1024 * kMiB);
+  EXPECT_EQ(k.page_tables, 6 * kMiB) << "the victim's pgtables_bytes";
+}
+
 }  // namespace
 }  // namespace headroom

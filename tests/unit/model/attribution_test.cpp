@@ -134,6 +134,30 @@ TEST(AttributionV2, OldKernelWithoutKernelKey) {
   ASSERT_FALSE(at.notes.empty());
 }
 
+// 5.10's memory.stat: no pagetables (and no kernel): the page tables are in what is unattributed,
+// and the attribution says so.
+TEST(AttributionV2, NoPageTablesKeyIsNoted) {
+  CgroupMemory cg;
+  cg.version = 2;
+  cg.path = "/p";
+  cg.usage = kV2Usage;
+  cg.stat.set("anon", 400 * kMiB);
+  cg.stat.set("file", 200 * kMiB);
+  cg.stat.set("kernel_stack", 1 * kMiB);
+  cg.stat.set("percpu", kMiB / 2);
+  cg.stat.set("sock", 2 * kMiB);
+  cg.stat.set("shmem", 50 * kMiB);
+  cg.stat.set("slab_reclaimable", 20 * kMiB);
+  cg.stat.set("slab_unreclaimable", 10 * kMiB);
+  Attribution at = attributeCgroup(cg, {});
+  EXPECT_FALSE(at.bytesOf(PartKind::kPageTables).has_value());
+  EXPECT_EQ(sumParts(at) + at.unattributed, static_cast<std::int64_t>(kV2Usage));
+  bool said = false;
+  for (const auto& n : at.notes)
+    said = said || n.find("no \"pagetables\" key (kernel before 5.11)") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(AttributionV2, WithoutPssRssShmemIsUsedAndNoted) {
   CgroupMemory cg = v2(true);
   ProcessSample a = proc(0, 30 * kMiB, 0, 1, false);
