@@ -203,7 +203,8 @@ TEST(Warning, SeenComingOrSaidWhyNotAndNoCryingWolfInAMinute) {
   // The cache did fill its cgroup: what the kernel could take back was there to be mistaken.
   auto cg = cache.read();
   ASSERT_TRUE(cg);
-  EXPECT_GT(cg->peak.value_or(0), 200 * kMiB);
+  // (No memory.peak before 5.19: there its usage, the cache still charged to it.)
+  EXPECT_GT(cg->peak.value_or(cg->usage), 200 * kMiB);
   reader->kill(SIGKILL);
   std::filesystem::remove(big);
 
