@@ -3,7 +3,7 @@
 #   make test   install missing packages, build (Debug, ASan+UBSan), run every test through ctest
 #   make build-gcc  every target, the tests too, with g++ (Release, warnings as errors): CI's second step
 #   make demo   the incident headroom exists for, reproduced at small scale (root)
-#   make test-kernels  the kernel-facing suites on Debian's 6.1 and 6.12 (cgroup v2) under qemu, and here
+#   make test-kernels  the kernel-facing suites on Debian's 5.10, 6.1 and 6.12 (cgroup v2 and v1) under qemu, and here
 #   make churn  the agent under process and cgroup churn with OOM kills, CHURN_SECONDS long (root)
 #   make fuzz   every parser's libFuzzer target for FUZZ_SECONDS each, then a table of what they did
 SHELL := /bin/bash
@@ -64,8 +64,9 @@ test: deps-build
 
 # The kernel matrix (root; docs/development.md says how long): every kernel-facing suite in qemu
 # guests of Debian 12's 6.1 and Debian 13's 6.12 with cgroup v2 (a bare root, and a systemd /
-# Kubernetes tree with limits above the tests), a plain cgroup v1 6.1 guest, and this host.
-KERNEL_RUNS ?= 6.1:v2-bare,6.1:v2-systemd,6.12:v2-bare,6.12:v2-systemd,6.1:v1,host
+# Kubernetes tree with limits above the tests), a plain cgroup v1 6.1 guest, Debian 11's 5.10
+# (the oldest kernel headroom supports: the systemd tree, and plain v1), and this host.
+KERNEL_RUNS ?= 6.1:v2-bare,6.1:v2-systemd,6.12:v2-bare,6.12:v2-systemd,6.1:v1,5.10:v2-systemd,5.10:v1,host
 test-kernels: build-debug
 	python3 tests/kernels/matrix.py --suite full --runs $(KERNEL_RUNS)
 
