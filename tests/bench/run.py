@@ -18,8 +18,8 @@
   samples (task iterator) and its floor at 1,000, 5,000 and 10,000 processes in 100 cgroups beside
   node_exporter, process-exporter and cAdvisor (Debian 11's, fetched into the build directory),
   each alone in turn; the agent against its targets, and one sample's CPU by phase. About 12
-  minutes of the run; the older agents it can build (`--only hr_base,hr_hand`) are left to a run
-  of processes.py alone.
+  minutes of the run (698 and 746 s on a 2-core VM); the older agents it can build (`--only
+  hr_base,hr_hand`) are left to a run of processes.py alone.
 """
 import json
 import os
