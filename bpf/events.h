@@ -170,6 +170,10 @@ HEADROOM_STATIC_ASSERT(sizeof(struct gpu_alloc_key) == 16, "gpu_alloc_key ABI");
 #define HR_TASK_ACTIVITY (1u << 3) /* `activity` holds the mmap sensor's counters of the process */
 #define HR_TASK_GPU (1u << 4)      /* `gpu` holds the CUDA sensor's counters of the process */
 #define HR_TASK_RSS_PARTS (1u << 5) /* per-CPU RSS counters (6.2+): `rss_cpu_parts` holds their unfolded parts */
+#define HR_TASK_RSS_APPROX (1u << 6) /* per-CPU RSS counters (6.2+) whose parts were not read: `count` alone */
+/* How many processes at most the task iterator sums exactly on a kernel with per-CPU RSS
+ * counters (the `rss_exact` map, filled by user space): a sum costs a read per possible CPU. */
+#define HR_RSS_EXACT_MAX 256
 struct hr_task_record {
 	__u32 pid;               /* thread id (init pid namespace) */
 	__u32 tgid;              /* process id */

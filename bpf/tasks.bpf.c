@@ -35,6 +35,17 @@ struct {
 	__type(value, struct gpu_mem);
 } gpu_mem SEC(".maps");
 
+/* The processes whose RSS counters are summed over every CPU (user space names them before each
+ * read: those where the exact figure matters). Every other process's counters are read as their
+ * folded `count` alone: one read each, however many CPUs the machine has. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HR_RSS_EXACT_MAX);
+	__type(key, __u32);
+	__type(value, __u8);
+} rss_exact SEC(".maps");
+__u32 rss_exact_count; /* how many rss_exact holds (user space keeps it): none, no lookup */
+
 /* A per-CPU array of one slot: its per-CPU base (bpf_array.pptrs[0]) and each CPU's copy of it
  * tell that CPU's per-CPU offset, with no kernel symbol (kallsyms may lack data symbols). */
 struct {
@@ -81,9 +92,10 @@ static __always_inline __u32 cpu_offsets_found(void)
 	return cpu;
 }
 
-/* Since 6.2 each RSS counter is a percpu_counter: `count` plus up to a batch per CPU not yet
+/* Since 6.2 each RSS counter is a percpu_counter: `count` plus less than a batch per CPU not yet
  * folded in. The parts go into the record apart from the count; user space adds them, as /proc
- * does since get_mm_counter_sum(). Since 6.6 the four counters' per-CPU parts lie side by side
+ * does since get_mm_counter_sum(). A read per CPU: done only for the processes in `rss_exact`,
+ * the others keep the count alone (as /proc showed it before get_mm_counter_sum()). Since 6.6 the four counters' per-CPU parts lie side by side
  * (percpu_counter_init_many): one read a CPU then, four before. */
 static __always_inline void percpu_parts(struct mm_struct *mm, __s64 out[4])
 {
@@ -180,8 +192,16 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		r.rss_anon = mm->rss_stat[HR_MM_ANONPAGES].count;
 		r.swapents = mm->rss_stat[HR_MM_SWAPENTS].count;
 		r.rss_shmem = mm->rss_stat[HR_MM_SHMEMPAGES].count;
-		percpu_parts(mm, r.rss_cpu_parts);
-		r.flags |= HR_TASK_RSS_PARTS;
+		{
+			__u32 tgid = r.tgid;
+
+			if (rss_exact_count && bpf_map_lookup_elem(&rss_exact, &tgid)) {
+				percpu_parts(mm, r.rss_cpu_parts);
+				r.flags |= HR_TASK_RSS_PARTS;
+			} else {
+				r.flags |= HR_TASK_RSS_APPROX;
+			}
+		}
 	}
 	r.hiwater_rss = mm->hiwater_rss;
 	r.total_vm = mm->total_vm;

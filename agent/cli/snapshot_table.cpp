@@ -115,16 +115,21 @@ std::string renderSnapshotTable(const Snapshot& s, std::size_t top) {
       const ProcessAttribution& a = p.attribution;
       o += fmt::format("  {:<9} {:>7} {:<16} {:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
                        toString(p.role), p.sample.pid, p.sample.comm, shorten(p.sample.memory_cgroup, 28),
-                       formatBytes(a.rss), a.pss ? formatBytes(*a.pss) : "-",
-                       formatBytes(a.pss_anon.value_or(a.rss_anon)), formatBytes(a.pss_file.value_or(a.rss_file)),
-                       formatBytes(a.pss_shmem.value_or(a.rss_shmem)), formatBytes(a.page_tables),
-                       formatBytes(a.overhead_share), a.pinned ? formatBytes(a.pinned->live_bytes) : "-");
+                       formatBytes(a.rss) + (p.sample.status.rss_drift > 0 ? "~" : ""),
+                       a.pss ? formatBytes(*a.pss) : "-", formatBytes(a.pss_anon.value_or(a.rss_anon)),
+                       formatBytes(a.pss_file.value_or(a.rss_file)), formatBytes(a.pss_shmem.value_or(a.rss_shmem)),
+                       formatBytes(a.page_tables), formatBytes(a.overhead_share),
+                       a.pinned ? formatBytes(a.pinned->live_bytes) : "-");
     }
   }
   const CollectStats& st = s.stats;
   o += fmt::format("\n{} processes read, {} vanished mid-read, {} unreadable, {} without PSS, {} kernel threads\n",
                    st.processes_read, st.processes_vanished, st.processes_failed, st.processes_without_pss,
                    st.kernel_threads);
+  if (st.processes_pss_pending > 0)
+    o += fmt::format(
+        "{} small processes without PSS yet (RSS stands in): their smaps_rollup waits for the read budget\n",
+        st.processes_pss_pending);
   if (st.processes_outside_mount > 0)
     o +=
         fmt::format("{} processes in cgroups outside the mounted cgroup tree (not read)\n", st.processes_outside_mount);

@@ -208,6 +208,7 @@ Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
       {"smaps", boolean([](const AgentConfig& c) { return c.smaps; })},
       {"pss_max_age", duration([](const AgentConfig& c) { return c.pss_max_age; })},
       {"pss_step", size([](const AgentConfig& c) { return c.pss_step; })},
+      {"pss_reads_per_second", plain([](const AgentConfig& c) { return c.pss_reads_per_second; })},
       {"max_processes", plain([](const AgentConfig& c) { return c.max_processes; })},
       {"log_format", str([](const AgentConfig& c) { return std::string(toString(c.log_format)); })},
       {"log_level", str([](const AgentConfig& c) { return c.log_level; })},

@@ -236,6 +236,9 @@ std::vector<KeySpec> makeSpecs() {
                        c.pss_step = *n;
                        return ok();
                      }));
+  k.push_back(countKey("pss_reads_per_second",
+                       "smaps_rollup reads a second for small processes' PSS on first sight or for age", 1,
+                       [](AgentConfig& c, std::uint64_t n) { c.pss_reads_per_second = n; }));
   k.push_back(countKey("max_processes", "processes read per sample; beyond, counted only", 1,
                        [](AgentConfig& c, std::uint64_t n) { c.max_processes = n; }));
   k.push_back(enumKey("log_format", "log line format", {"text", "json"}, [](AgentConfig& c, std::size_t i) {

@@ -45,7 +45,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 PssPolicy pssPolicyOf(const AgentConfig& c) {
-  return PssPolicy{std::chrono::duration_cast<std::chrono::nanoseconds>(c.pss_max_age), c.pss_step};
+  return PssPolicy{std::chrono::duration_cast<std::chrono::nanoseconds>(c.pss_max_age), c.pss_step,
+                   c.pss_reads_per_second};
 }
 
 std::atomic<bool> g_stop{false};
@@ -465,6 +466,11 @@ void Agent::Impl::sample() {
   co.cache = &processes_;
   co.cgroup_files = &cgroup_files_;
   co.source = sensors_->processSource();  // the task iterator (live roots only: see startSensors)
+  // Exact RSS where it matters (the prover, cgroups near a limit); the rest at a cost per
+  // process that does not grow with the CPUs.
+  if (last_snap_)
+    co.exact = processesToSumExactly(
+        *last_snap_, [&](const Bound& b) { return early_.near(b); }, ProcessSource::kMaxExact);
   auto raw = source_.collector->collect(co);
   if (!raw) {
     ++self_.sample_failures_total;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "headroom/model/snapshot.h"
 
@@ -262,6 +263,31 @@ VictimPlace placeVictim(const OomVictim& v, const Snapshot* snap, const RoleMatc
   // Normalised like the snapshot's paths, so that its series join the cgroup's.
   return {v.cgroup.empty() ? std::string() : normaliseCgroupPath(v.cgroup), roles.match(tgid, 0, v.comm, "", v.cgroup),
           nullptr};
+}
+
+std::vector<pid_t> processesToSumExactly(const Snapshot& snap, const std::function<bool(const Bound&)>& near,
+                                         std::size_t max) {
+  std::vector<std::pair<int, const ProcessSnapshot*>> chosen;  // (0: prover, 1: near a bound)
+  for (const ProcessSnapshot& p : snap.processes) {
+    if (p.role == Role::kProver) chosen.emplace_back(0, &p);
+  }
+  for (const CgroupSnapshot& c : snap.cgroups) {
+    if (std::none_of(c.bounds.begin(), c.bounds.end(), [&](const Bound& b) { return b.name != "host" && near(b); }))
+      continue;
+    for (std::size_t i : c.processes) {
+      if (snap.processes[i].role != Role::kProver) chosen.emplace_back(1, &snap.processes[i]);
+    }
+  }
+  std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->sample.status.vm_rss > b.second->sample.status.vm_rss;
+  });
+  std::vector<pid_t> out;
+  std::unordered_set<pid_t> seen;  // a process is under each of its cgroup's ancestors too
+  for (const auto& [group, p] : chosen) {
+    if (out.size() == max) break;
+    if (seen.insert(p->sample.pid).second) out.push_back(p->sample.pid);
+  }
+  return out;
 }
 
 }  // namespace headroom

@@ -166,8 +166,8 @@ void processSection(Lines& out, const TopData& d, const TopViewState& s, int row
   for (std::size_t i = 0; i < shown; ++i) {
     const TopProcess& p = ps[i];
     out.add(fmt::format("  {:>7} {} {} {} {:>10} {:>10} {:>11} {:>10} {:>10}", p.pid, cell(p.comm, 16), cell(p.role, 9),
-                        tailCell(p.cgroup, cg_w), formatBytes(p.rss), bytesOr(p.pss), formatBytes(p.page_tables),
-                        bytesOr(p.pinned), formatBytes(p.locked)));
+                        tailCell(p.cgroup, cg_w), formatBytes(p.rss) + (p.rss_drift > 0 ? "~" : ""), bytesOr(p.pss),
+                        formatBytes(p.page_tables), bytesOr(p.pinned), formatBytes(p.locked)));
   }
   if (shown < ps.size()) out.add(fmt::format("  ... {} more processes", ps.size() - shown));
 }

@@ -101,6 +101,7 @@ TopProcess readProcess(const json& p) {
           .cgroup = str(p, "cgroup"),
           .role = str(p, "role"),
           .rss = u64Or0(p, "rss_bytes"),
+          .rss_drift = u64Or0(p, "rss_drift_bytes"),
           .pss = u64(p, "pss_bytes"),
           .page_tables = u64Or0(p, "page_tables_bytes"),
           .pinned = u64(member(p, "pinned"), "live_bytes"),

@@ -80,9 +80,15 @@ std::optional<DecodedExit> decodeExitRecord(std::span<const std::byte> bytes) {
   return d;
 }
 
+std::uint64_t rssDriftPages(std::uint64_t online_cpus) {
+  const std::uint64_t batch = std::max<std::uint64_t>(32, 2 * online_cpus);
+  return (batch - 1) * std::max<std::uint64_t>(1, online_cpus);
+}
+
 Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> bytes, std::uint64_t ticks_per_second,
                                                      std::uint64_t page_bytes, bool add_cpu_parts,
-                                                     std::unordered_map<pid_t, TaskCounters>* counters) {
+                                                     std::unordered_map<pid_t, TaskCounters>* counters,
+                                                     std::uint64_t drift_pages) {
   if (counters != nullptr) counters->clear();
   constexpr std::size_t kSize = sizeof(hr_task_record);
   if (bytes.size() % kSize != 0)
@@ -137,6 +143,8 @@ Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> 
       s.rss_anon = pages(r.rss_anon, 1);
       s.rss_shmem = pages(r.rss_shmem, 3);
       s.vm_rss = s.rss_anon + s.rss_file + s.rss_shmem;
+      // Three counters make the RSS, each as far off as its unfolded parts may take it.
+      if ((r.flags & HR_TASK_RSS_APPROX) != 0) s.rss_drift = 3 * drift_pages * page_bytes;
       s.vm_hwm = std::max<std::uint64_t>(r.hiwater_rss * page_bytes, s.vm_rss);  // as task_mem() shows VmHWM
       s.vm_size = r.total_vm * page_bytes;
       s.vm_lck = r.locked_vm * page_bytes;

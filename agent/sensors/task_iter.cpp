@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <span>
 #include <tuple>
 
+#include "events.h"
 #include "headroom/sensors/libbpf_log.h"
 #include "headroom/sensors/ring_decode.h"
 #include "headroom/sources/fs_root.h"
@@ -43,6 +45,7 @@ struct TaskIterator::Impl {
   std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   std::unordered_map<pid_t, TaskCounters> counters;
   bool counters_fresh = false;
+  std::vector<pid_t> exact;  // sorted: what the rss_exact map holds
 };
 
 TaskIterator::TaskIterator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -94,6 +97,9 @@ Result<std::vector<KernelProcess>> TaskIterator::read() {
   Fd fd(bpf_iter_create(bpf_link__fd(m.link.get())));
   if (!fd.valid()) return errnoError("creating a task iterator");
   m.counters_fresh = false;
+  // The CPUs online now: the drift of a counter read without its per-CPU parts.
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const std::uint64_t drift = rssDriftPages(online > 0 ? static_cast<std::uint64_t>(online) : 1);
   std::size_t used = 0;
   for (;;) {
     if (m.buffer.size() - used < 4096) m.buffer.resize(m.buffer.size() * 2);
@@ -103,9 +109,38 @@ Result<std::vector<KernelProcess>> TaskIterator::read() {
     if (n == 0) break;
     used += static_cast<std::size_t>(n);
   }
-  auto out = decodeTaskRecords(std::span(m.buffer.data(), used), m.ticks, m.page, true, &m.counters);
+  auto out = decodeTaskRecords(std::span(m.buffer.data(), used), m.ticks, m.page, true, &m.counters, drift);
   m.counters_fresh = out.has_value();
   return out;
+}
+
+static_assert(ProcessSource::kMaxExact == HR_RSS_EXACT_MAX, "the rss_exact map holds what sumExactly takes");
+
+void TaskIterator::sumExactly(const std::vector<pid_t>& pids) {
+  Impl& m = *impl_;
+  std::vector<pid_t> want(
+      pids.begin(), pids.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(pids.size(), HR_RSS_EXACT_MAX)));
+  std::sort(want.begin(), want.end());
+  want.erase(std::unique(want.begin(), want.end()), want.end());
+  if (want == m.exact) return;
+  const int fd = bpf_map__fd(m.skel->maps.rss_exact);
+  std::vector<pid_t> gone, added;
+  std::set_difference(m.exact.begin(), m.exact.end(), want.begin(), want.end(), std::back_inserter(gone));
+  std::set_difference(want.begin(), want.end(), m.exact.begin(), m.exact.end(), std::back_inserter(added));
+  for (pid_t p : gone) {
+    auto key = static_cast<__u32>(p);
+    bpf_map_delete_elem(fd, &key);
+  }
+  std::vector<pid_t> held;
+  std::set_difference(m.exact.begin(), m.exact.end(), gone.begin(), gone.end(), std::back_inserter(held));
+  const __u8 one = 1;
+  for (pid_t p : added) {
+    auto key = static_cast<__u32>(p);
+    if (bpf_map_update_elem(fd, &key, &one, BPF_ANY) == 0) held.push_back(p);
+  }
+  std::sort(held.begin(), held.end());
+  m.exact = std::move(held);
+  m.skel->bss->rss_exact_count = static_cast<__u32>(m.exact.size());
 }
 
 std::optional<std::unordered_map<pid_t, TaskCounters>> TaskIterator::takeCounters() {

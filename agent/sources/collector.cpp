@@ -165,7 +165,10 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     }
     r.sample.memory_cgroup = *pl.path;
     r.sample.cgroups = {};  // placed: the raw lines are not kept (each kept sample would hold them)
-    if (opts.read_smaps && !r.sample.smaps) ++stats.processes_without_pss;
+    if (r.pss_pending)
+      ++stats.processes_pss_pending;
+    else if (opts.read_smaps && !r.sample.smaps)
+      ++stats.processes_without_pss;
     raw.processes.push_back(std::move(r.sample));
     ++stats.processes_read;
   };
@@ -179,11 +182,12 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   const std::int64_t now = monotonicNs();
   const ThreadCpu cpu_processes = threadCpu();
   if (opts.cache) {
-    opts.cache->beginSample();
+    opts.cache->beginSample(now);
     raw.processes.reserve(opts.cache->size() + opts.cache->size() / 8 + 16);
   }
   bool listed = false;
   if (opts.cache && opts.source) {
+    opts.source->sumExactly(opts.exact);
     auto tasks = opts.source->read();
     if (tasks) {
       listed = true;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace headroom {
@@ -94,6 +95,7 @@ ProcessRead sampled(ProcessSample s, const CachedProcess& e, bool with_smaps) {
     out.sample.smaps = e.smaps;
     out.sample.smaps_read_ns = e.smaps_read_ns;
   }
+  out.pss_pending = with_smaps && !e.smaps && !e.smaps_unreadable;
   if (e.cgroups) out.cached_cgroups = &*e.cgroups;
   return out;
 }
@@ -137,11 +139,29 @@ void ProcessCache::rememberCgroups(std::uint64_t id, const ProcCgroups& cg) {
   if (id != 0) by_cgroup_id_[id] = cg;
 }
 
-bool ProcessCache::pssDue(const CachedProcess& e, std::uint64_t rss, std::int64_t now_ns) const {
+void ProcessCache::beginSample(std::int64_t now_ns) {
+  ++sample_;
+  if (pss_refilled_ns_ != 0 && now_ns > pss_refilled_ns_) {
+    const double seconds = static_cast<double>(now_ns - pss_refilled_ns_) / 1e9;
+    pss_tokens_ = std::min(kPssBurst, pss_tokens_ + seconds * static_cast<double>(pss_.reads_per_second));
+  }
+  pss_refilled_ns_ = now_ns;
+}
+
+bool ProcessCache::pssDue(const CachedProcess& e, std::uint64_t rss, std::int64_t now_ns) {
   if (e.smaps_unreadable) return false;
-  if (!e.smaps) return true;
-  std::uint64_t moved = rss > e.smaps_read_rss ? rss - e.smaps_read_rss : e.smaps_read_rss - rss;
-  return moved >= pss_.step || now_ns - e.smaps_read_ns >= pss_.max_age.count();
+  if (e.smaps) {
+    const std::uint64_t moved = rss > e.smaps_read_rss ? rss - e.smaps_read_rss : e.smaps_read_rss - rss;
+    if (moved >= pss_.step) return true;
+    if (now_ns - e.smaps_read_ns < pss_.max_age.count()) return false;
+  }
+  if (rss >= kPssAlwaysBytes) return true;
+  if (pss_tokens_ < 1) {
+    ++pss_deferred_;
+    return false;
+  }
+  pss_tokens_ -= 1;
+  return true;
 }
 
 ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, bool with_smaps, std::int64_t now_ns,

@@ -2,8 +2,11 @@
 // cache: which /proc files a second sample reads (none it does not need), and PSS read again
 // when RSS moves.
 #include <gtest/gtest.h>
+
 #include <signal.h>
+#include <sys/utsname.h>
 #include <unistd.h>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -78,10 +81,24 @@ TEST(ProcessSource, TaskIteratorMatchesProcfsFieldByField) {
   const int version = root->collector->hierarchy().version();
   auto it = TaskIterator::open(version);
   ASSERT_TRUE(it) << it.error().describe();
+  // Read first as the processes the agent sums exactly (the prover's, those near a limit), then
+  // as every other: the folded counts alone on a kernel with per-CPU counters, within their drift.
+  (*it)->sumExactly(pids);
   auto tasks = (*it)->read();
   ASSERT_TRUE(tasks) << tasks.error().describe();
   std::map<pid_t, KernelProcess> by_pid;
   for (const KernelProcess& k : *tasks) by_pid[k.pid] = k;
+  (*it)->sumExactly({});
+  auto folded = (*it)->read();
+  ASSERT_TRUE(folded) << folded.error().describe();
+  std::map<pid_t, KernelProcess> folded_by_pid;
+  for (const KernelProcess& k : *folded) folded_by_pid[k.pid] = k;
+  utsname u{};
+  ASSERT_EQ(::uname(&u), 0);
+  int major = 0, minor = 0;
+  ASSERT_EQ(std::sscanf(u.release, "%d.%d", &major, &minor), 2);
+  const bool per_cpu_counters =
+      major > 6 || (major == 6 && minor >= 2);  // "mm: convert mm's rss stats into percpu_counter"
 
   ProcessCache cache;
   ProcFileReads reads;
@@ -105,6 +122,24 @@ TEST(ProcessSource, TaskIteratorMatchesProcfsFieldByField) {
     EXPECT_EQ(k.status.rss_anon, s.status.rss_anon);
     EXPECT_EQ(k.status.rss_file, s.status.rss_file);
     EXPECT_EQ(k.status.rss_shmem, s.status.rss_shmem);
+    EXPECT_EQ(k.status.rss_drift, 0u) << "summed exactly";
+    ASSERT_EQ(folded_by_pid.count(pid), 1u);
+    const ProcStatus& f = folded_by_pid[pid].status;
+    if (per_cpu_counters) {
+      EXPECT_GT(f.rss_drift, 0u) << "the folded counts are said to be approximate";
+    } else {
+      EXPECT_EQ(f.rss_drift, 0u) << "no per-CPU counters before 6.2: nothing to fold";
+    }
+    const std::uint64_t per_counter = f.rss_drift / 3;
+    auto near = [&](std::uint64_t got, std::uint64_t want) {
+      return got + per_counter >= want && got <= want + per_counter;
+    };
+    EXPECT_TRUE(near(f.rss_anon, s.status.rss_anon))
+        << f.rss_anon << " vs " << s.status.rss_anon << " ± " << per_counter;
+    EXPECT_TRUE(near(f.rss_file, s.status.rss_file))
+        << f.rss_file << " vs " << s.status.rss_file << " ± " << per_counter;
+    EXPECT_TRUE(near(f.rss_shmem, s.status.rss_shmem))
+        << f.rss_shmem << " vs " << s.status.rss_shmem << " ± " << per_counter;
     EXPECT_EQ(k.status.vm_pte, s.status.vm_pte);
     EXPECT_EQ(k.status.vm_lck, s.status.vm_lck);
     EXPECT_EQ(k.status.vm_pin, s.status.vm_pin);

@@ -75,6 +75,7 @@ struct AgentConfig {
   bool smaps = true;                             // read smaps_rollup (PSS)
   std::chrono::milliseconds pss_max_age{60000};  // PSS read again at least this often
   std::uint64_t pss_step = 4ULL << 20;           // or when RSS moved by this much
+  std::uint64_t pss_reads_per_second = 32;       // small processes' first and age reads, a second
   std::size_t max_processes = 20000;             // processes read per sample; beyond, counted only
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";          // trace, debug, info, warn, error

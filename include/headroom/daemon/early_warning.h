@@ -33,6 +33,8 @@ class EarlyWarning {
 
   void configure(const WarningSettings& s);
   bool enabled() const { return settings_.enabled; }
+  // Whether a bound's usage is where its cgroup is read fast (at or above half its limit).
+  bool near(const Bound& b) const { return b.limit > 0 && nearLimit(b.usage, b.limit); }
 
   // A regular sample: a full reading of every bound, and which to watch until the next.
   void sample(const Snapshot& snap);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -182,5 +183,11 @@ struct OomWorkloads {
 // Builds the snapshot from one collection and what the sensors knew of it. Each cgroup's
 // workload: the sample's (raw.workloads, names included), else its identity from the path.
 std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {});
+
+// The processes whose RSS must be exact at the next sample where the per-process source
+// approximates it (ProcessSource::sumExactly), at most `max`: the prover's, then those of the
+// cgroups with a bound that `near` says is close to its limit, each group largest first.
+std::vector<pid_t> processesToSumExactly(const Snapshot& snap, const std::function<bool(const Bound&)>& near,
+                                         std::size_t max);
 
 }  // namespace headroom

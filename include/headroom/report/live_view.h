@@ -46,6 +46,7 @@ struct TopProcess {
   std::int64_t pid = 0;
   std::string comm, cgroup, role;
   std::uint64_t rss = 0;
+  std::uint64_t rss_drift = 0;  // how far `rss` may be off (0: exact)
   std::optional<std::uint64_t> pss;
   std::uint64_t page_tables = 0;
   std::optional<std::uint64_t> pinned;  // the pinned overlay's live bytes (CUDA host memory)

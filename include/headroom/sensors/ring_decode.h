@@ -56,8 +56,17 @@ struct TaskCounters {
 // /proc/<pid>/status does since "mm: fix the inaccurate memory statistics issue for users"
 // (6.16, and the stable trees it went to: Debian's 6.12.118 has it); false: the folded counts
 // alone, as /proc showed them before.
+// `drift_pages`: how far a per-CPU counter read without its parts (HR_TASK_RSS_APPROX) may be
+// from its sum, in pages (rssDriftPages()); such a process's status says it in `rss_drift`.
 Result<std::vector<KernelProcess>> decodeTaskRecords(std::span<const std::byte> bytes, std::uint64_t ticks_per_second,
                                                      std::uint64_t page_bytes, bool add_cpu_parts = true,
-                                                     std::unordered_map<pid_t, TaskCounters>* counters = nullptr);
+                                                     std::unordered_map<pid_t, TaskCounters>* counters = nullptr,
+                                                     std::uint64_t drift_pages = 0);
+
+// How far a per-CPU RSS counter's folded `count` may be from its sum with `online_cpus` CPUs
+// online, in pages: each CPU holds less than a batch unfolded (lib/percpu_counter.c:
+// percpu_counter_add_batch folds a part once it reaches the batch, and compute_batch_value()
+// sets the batch to max(32, 2 × the online CPUs); a CPU that goes offline has its part folded).
+std::uint64_t rssDriftPages(std::uint64_t online_cpus);
 
 }  // namespace headroom

@@ -25,6 +25,10 @@ class TaskIterator final : public ProcessSource {
 
   const char* name() const override { return "bpf-task-iterator"; }
   Result<std::vector<KernelProcess>> read() override;
+  // On a kernel with per-CPU RSS counters (6.2+) only these processes' counters are summed over
+  // every CPU (at most HR_RSS_EXACT_MAX, 256): the rest are read as their folded counts, one read
+  // each however many CPUs there are, with the drift that leaves said in ProcStatus::rss_drift.
+  void sumExactly(const std::vector<pid_t>& pids) override;
   // The sensors' counters the last read() carried, once: a second call (or one after a failed
   // read) has none, and the caller reads the maps itself.
   std::optional<std::unordered_map<pid_t, TaskCounters>> takeCounters();

@@ -44,6 +44,9 @@ struct CollectOptions {
   // With `cache`: every process of the machine in one read from the kernel (the task iterator)
   // instead of listing /proc. A failed read falls back to /proc for that sample, with a warning.
   ProcessSource* source = nullptr;
+  // With `source`: the processes whose figures must be exact (ProcessSource::sumExactly), those
+  // that matter most first.
+  std::vector<pid_t> exact;
 };
 
 struct CollectStats {
@@ -53,6 +56,7 @@ struct CollectStats {
   std::size_t processes_failed = 0;       // unreadable for another reason (see warnings)
   std::size_t processes_skipped = 0;      // over max_processes
   std::size_t processes_without_pss = 0;  // smaps_rollup not readable (permissions)
+  std::size_t processes_pss_pending = 0;  // PSS not read yet: the read budget comes to them later
   std::size_t kernel_threads = 0;
   // In cgroups the mounted hierarchy does not show (another cgroup namespace's, seen through
   // the namespace's own mount): not read, said in warnings.

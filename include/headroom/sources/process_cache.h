@@ -5,8 +5,12 @@
 //   /proc/<pid>/cgroup only when its cgroup id is new, and smaps_rollup when PSS is due;
 // - from /proc alone, `cgroup` and `stat` every sample, `status` only for a process whose size,
 //   resident pages or thread count (all three in `stat`) moved, smaps_rollup when PSS is due.
-// PSS (a walk of the process's page tables in the kernel) is due on first sight, when RSS has
-// moved by pss_step since it was read, or when it is pss_max_age old.
+// PSS (a walk of the process's page tables in the kernel: tens of microseconds even for a small
+// process) is due on first sight, when RSS has moved by pss_step since it was read, or when it is
+// pss_max_age old. A process whose RSS moved, or one of kPssAlwaysBytes or more, is read when
+// due; the others (first sight, age) take a read from a budget of pss_reads_per_second (and a
+// burst of kPssBurst): on a machine of ten thousand small processes PSS ages past pss_max_age
+// rather than the reads costing more than everything else the sample does.
 #pragma once
 
 #include <sys/types.h>
@@ -46,12 +50,22 @@ class ProcessSource {
   virtual ~ProcessSource() = default;
   virtual const char* name() const = 0;
   virtual Result<std::vector<KernelProcess>> read() = 0;
+  // The processes whose memory figures the next reads must give exactly, where the source
+  // approximates the rest to keep its cost per process flat (the task iterator on a kernel with
+  // per-CPU RSS counters); at most kMaxExact are taken, the first ones first.
+  static constexpr std::size_t kMaxExact = 256;
+  virtual void sumExactly(const std::vector<pid_t>& pids) { (void)pids; }
 };
 
 struct PssPolicy {
   std::chrono::nanoseconds max_age = std::chrono::seconds(60);
-  std::uint64_t step = 4ULL << 20;  // bytes of RSS movement
+  std::uint64_t step = 4ULL << 20;      // bytes of RSS movement
+  std::uint64_t reads_per_second = 32;  // small processes' reads on first sight or for age
 };
+// A process this large has its PSS read whenever due, beyond the budget.
+inline constexpr std::uint64_t kPssAlwaysBytes = 8ULL << 20;
+// The budget's reads a sampler may take at once (its start, a burst of new processes).
+inline constexpr double kPssBurst = 256;
 
 // What the sampler remembers of one process (pid + start time).
 struct CachedProcess {
@@ -83,19 +97,27 @@ class ProcessCache {
   CachedProcess& entry(pid_t pid, std::uint64_t start_time_ticks);
   // The entry for pid if there is one (whoever holds the pid now).
   CachedProcess* find(pid_t pid);
-  // Starts a sample; forget() then drops the processes it did not see.
-  void beginSample() { ++sample_; }
+  // Starts a sample at `now_ns` (CLOCK_MONOTONIC: the PSS budget refills with time); forget()
+  // then drops the processes it did not see.
+  void beginSample(std::int64_t now_ns);
   void forget();
   std::size_t size() const { return by_pid_.size(); }
   // A kernel cgroup id's memory cgroup path, as /proc/<pid>/cgroup named it.
   const ProcCgroups* cgroupsOf(std::uint64_t id) const;
   void rememberCgroups(std::uint64_t id, const ProcCgroups& cg);
 
-  bool pssDue(const CachedProcess& e, std::uint64_t rss, std::int64_t now_ns) const;
+  // Whether to read the process's PSS now; a read for age or first sight of a small process
+  // takes one from the budget, and waits when there is none.
+  bool pssDue(const CachedProcess& e, std::uint64_t rss, std::int64_t now_ns);
+  // Reads the budget put off since the sampler started (due, none left).
+  std::uint64_t pssDeferred() const { return pss_deferred_; }
 
  private:
   PssPolicy pss_;
   std::uint64_t sample_ = 0;
+  double pss_tokens_ = kPssBurst;
+  std::int64_t pss_refilled_ns_ = 0;
+  std::uint64_t pss_deferred_ = 0;
   std::unordered_map<pid_t, CachedProcess> by_pid_;
   std::unordered_map<std::uint64_t, ProcCgroups> by_cgroup_id_;
 };

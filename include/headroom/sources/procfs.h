@@ -29,6 +29,9 @@ struct ProcStatus {
   std::uint64_t rss_anon = 0, rss_file = 0, rss_shmem = 0;
   std::uint64_t vm_pte = 0, vm_lck = 0, vm_pin = 0, vm_swap = 0;
   std::uint32_t threads = 0;
+  // How far vm_rss (and its parts) may be from the kernel's exact sum: the task iterator reads
+  // most processes' per-CPU counters (6.2+) without their per-CPU parts; 0: exact, as /proc says.
+  std::uint64_t rss_drift = 0;
 };
 Result<ProcStatus> parseProcStatus(std::string_view text);
 
@@ -109,6 +112,8 @@ struct ProcessRead {
   // The sampler's cache's copy of the process's cgroups (process_cache.h), valid until the
   // cache's next forget(): a cached read points at it instead of copying it into the sample.
   const ProcCgroups* cached_cgroups = nullptr;
+  // No PSS yet: its first smaps_rollup read waits for the sampler's budget (process_cache.h).
+  bool pss_pending = false;
   const ProcCgroups& cgroups() const { return cached_cgroups != nullptr ? *cached_cgroups : sample.cgroups; }
 };
 

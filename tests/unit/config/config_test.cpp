@@ -57,6 +57,7 @@ cgroups = ["/system.slice/curio.service", "prover//"]
 smaps = false
 pss_max_age = "2m"
 pss_step = "16MiB"
+pss_reads_per_second = 200
 max_processes = 500
 log_format = "json"
 log_level = "debug"
@@ -171,6 +172,7 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_FALSE(c.smaps);
   EXPECT_EQ(c.pss_max_age, std::chrono::minutes(2));
   EXPECT_EQ(c.pss_step, 16ULL << 20);
+  EXPECT_EQ(c.pss_reads_per_second, 200u);
   EXPECT_FALSE(c.sensors.tasks);
   EXPECT_EQ(c.max_processes, 500u);
   EXPECT_EQ(c.log_format, LogFormat::kJson);
@@ -623,6 +625,7 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "prover.self_report",
                                           "pss_max_age",
                                           "pss_step",
+                                          "pss_reads_per_second",
                                           "sensors.tasks",
                                           "web.config_file",
                                           "workloads.docker_socket",

@@ -92,6 +92,24 @@ TEST(Snapshot, OverheadShareFollowsItsRule) {
   EXPECT_EQ(curio->attribution.bytesOf(PartKind::kShmemUnmapped).value(), 0u);
 }
 
+// The processes summed exactly where the per-process source approximates: the prover first,
+// then the processes under a bound near its limit, each largest first; the host is no such bound.
+TEST(Snapshot, ExactRssForTheProverAndTheCgroupsNearALimit) {
+  testing::FixtureTree t;
+  auto snap = provingSnapshot(t, {"prover=comm:cuzk", "colocated=cmdline:^curio run"});
+  auto none = [](const Bound&) { return false; };
+  EXPECT_EQ(processesToSumExactly(*snap, none, 256), std::vector<pid_t>{100}) << "the prover alone";
+  auto proving = [](const Bound& b) { return b.name == "/proving"; };
+  EXPECT_EQ(processesToSumExactly(*snap, proving, 256), (std::vector<pid_t>{100, 101}))
+      << "curio is under /proving too; pid 102 is under the host bound alone";
+  EXPECT_EQ(processesToSumExactly(*snap, proving, 1), std::vector<pid_t>{100}) << "at most `max`, the prover first";
+  auto host = [](const Bound& b) { return b.name == "host"; };
+  EXPECT_EQ(processesToSumExactly(*snap, host, 256), std::vector<pid_t>{100});
+  auto all = [](const Bound&) { return true; };
+  auto everyone = processesToSumExactly(*snap, all, 256);
+  EXPECT_EQ(everyone.size(), 2u) << "the root cgroup has no bound but the host's";
+}
+
 TEST(SnapshotJson, CarriesTheModel) {
   testing::FixtureTree t;
   auto snap = provingSnapshot(t, {"prover=comm:cuzk"});

@@ -318,6 +318,30 @@ TEST(TaskRecords, PerCpuPartsAreAddedWhereProcAddsThem) {
   EXPECT_EQ((*decodeTaskRecords(records({r}), 100, kPage, true))[0].status.rss_anon, 20 * kPage);
 }
 
+// A per-CPU counter read without its parts (the process not among those summed exactly): the
+// folded counts, and how far they may be off said in rss_drift; an exact record says 0.
+TEST(TaskRecords, CountsReadWithoutTheirPartsSayHowFarOffTheyMayBe) {
+  hr_task_record r = leader(705, "approx");
+  r.flags |= HR_TASK_RSS_APPROX;
+  r.rss_anon = 20;
+  r.rss_cpu_parts[1] = 7;  // not read by the program: never added
+  const std::uint64_t drift = rssDriftPages(4);
+  auto ps = decodeTaskRecords(records({r}), 100, kPage, true, nullptr, drift);
+  ASSERT_TRUE(ps);
+  EXPECT_EQ((*ps)[0].status.rss_anon, 20 * kPage);
+  EXPECT_EQ((*ps)[0].status.rss_drift, 3 * drift * kPage) << "file, anon and shmem each";
+  r.flags = HR_TASK_RSS_PARTS;
+  EXPECT_EQ((*decodeTaskRecords(records({r}), 100, kPage, true, nullptr, drift))[0].status.rss_drift, 0u);
+}
+
+// lib/percpu_counter.c: each online CPU holds less than a batch, the batch max(32, 2 x online).
+TEST(TaskRecords, DriftOfAFoldedCountFollowsTheKernelsBatch) {
+  EXPECT_EQ(rssDriftPages(2), 31u * 2);
+  EXPECT_EQ(rssDriftPages(16), 31u * 16);
+  EXPECT_EQ(rssDriftPages(128), 255u * 128);
+  EXPECT_EQ(rssDriftPages(0), 31u) << "never zero";
+}
+
 // Found by the ring_decode fuzz target: a garbled record's count and per-CPU part overflowed a
 // signed 64-bit sum (undefined behaviour). The sum saturates: at zero below, at the largest above.
 TEST(TaskRecords, PerCpuPartsThatOverflowSaturate) {

@@ -30,9 +30,37 @@ TEST(ProcessCache, PssIsDueOnFirstSightOnAStepAndWithAge) {
   EXPECT_FALSE(cache.pssDue(e, 99 * kMiB, 999 * kSecond)) << "permissions do not change";
 }
 
+// Ten thousand small processes: their first reads and age reads take from a budget (a burst,
+// then pss_reads_per_second), so PSS ages rather than the sample paying for every read; a
+// process that moved by the step, or a large one, is read whatever the budget.
+TEST(ProcessCache, SmallProcessesReadsForAgeOrFirstSightWaitForTheBudget) {
+  ProcessCache cache(PssPolicy{std::chrono::seconds(60), 4 * kMiB, 10});
+  cache.beginSample(kSecond);
+  CachedProcess small;
+  std::size_t read = 0;
+  for (int i = 0; i < 1000; ++i) read += cache.pssDue(small, 1 * kMiB, kSecond) ? 1 : 0;
+  EXPECT_EQ(read, static_cast<std::size_t>(kPssBurst)) << "the burst, then none";
+  EXPECT_EQ(cache.pssDeferred(), 1000 - read);
+  EXPECT_TRUE(cache.pssDue(small, kPssAlwaysBytes, kSecond)) << "a large process is read whatever the budget";
+  CachedProcess moved;
+  moved.smaps = SmapsRollup{};
+  moved.smaps_read_rss = 1 * kMiB;
+  moved.smaps_read_ns = kSecond;
+  EXPECT_TRUE(cache.pssDue(moved, 5 * kMiB, kSecond)) << "moved by the step";
+  EXPECT_FALSE(cache.pssDue(moved, 1 * kMiB, 200 * kSecond)) << "old, small, and no budget left";
+  cache.beginSample(kSecond + kSecond / 2);  // half a second at 10 a second: 5 reads
+  read = 0;
+  for (int i = 0; i < 100; ++i) read += cache.pssDue(moved, 1 * kMiB, 200 * kSecond) ? 1 : 0;
+  EXPECT_EQ(read, 5u);
+  cache.beginSample(3600 * kSecond);
+  read = 0;
+  for (int i = 0; i < 1000; ++i) read += cache.pssDue(small, 1 * kMiB, 3600 * kSecond) ? 1 : 0;
+  EXPECT_EQ(read, static_cast<std::size_t>(kPssBurst)) << "an idle hour refills the burst, no more";
+}
+
 TEST(ProcessCache, AReusedPidStartsAfreshAndGoneProcessesAreForgotten) {
   ProcessCache cache;
-  cache.beginSample();
+  cache.beginSample(0);
   CachedProcess& a = cache.entry(42, 1000);
   a.cmdline = "first";
   a.cmdline_read = true;
@@ -43,7 +71,7 @@ TEST(ProcessCache, AReusedPidStartsAfreshAndGoneProcessesAreForgotten) {
   cache.entry(43, 5);
   cache.forget();
   EXPECT_EQ(cache.size(), 2u);
-  cache.beginSample();
+  cache.beginSample(0);
   cache.entry(43, 5);
   cache.forget();
   EXPECT_EQ(cache.size(), 1u) << "pid 42 was not seen in the last sample";
