@@ -1,6 +1,7 @@
 #include "headroom/journal/flight_recorder.h"
 
 #include <algorithm>
+#include <span>
 
 #include "headroom/model/snapshot_json.h"
 
@@ -8,9 +9,58 @@ namespace headroom {
 
 using nlohmann::json;
 
+static_assert(FlightParts::kSlots == static_cast<std::size_t>(PartKind::kKernelOther) + 2,
+              "a slot for each PartKind and one for unattributed");
+
+std::string_view FlightParts::nameOf(std::size_t i) {
+  return i + 1 == kSlots ? std::string_view("unattributed") : std::string_view(toString(static_cast<PartKind>(i)));
+}
+
+std::optional<std::size_t> FlightParts::indexOf(std::string_view name) {
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    if (nameOf(i) == name) return i;
+  }
+  return std::nullopt;
+}
+
+FlightParts::FlightParts(std::initializer_list<std::pair<std::string_view, std::uint64_t>> parts) {
+  for (const auto& [name, bytes] : parts) {
+    if (std::uint64_t* s = slot(name)) *s = bytes;
+  }
+}
+
+std::uint64_t* FlightParts::slot(std::string_view name) {
+  auto i = indexOf(name);
+  return i ? slot(*i) : nullptr;
+}
+
+std::size_t FlightParts::count(std::string_view name) const {
+  auto i = indexOf(name);
+  return i && (present_ & (1U << *i)) != 0 ? 1 : 0;
+}
+
+std::uint64_t FlightParts::at(std::string_view name) const {
+  auto i = indexOf(name);
+  return i && (present_ & (1U << *i)) != 0 ? values_[*i] : 0;
+}
+
+std::pair<std::string_view, std::uint64_t> FlightParts::Iterator::operator*() const {
+  return {nameOf(i_), p_->values_[i_]};
+}
+
+FlightParts::Iterator& FlightParts::Iterator::operator++() {
+  ++i_;
+  skip();
+  return *this;
+}
+
+void FlightParts::Iterator::skip() {
+  while (i_ < kSlots && (p_->present_ & (1U << i_)) == 0) ++i_;
+}
+
 nlohmann::json toJson(const FlightPoint& p) {
   json parts = json::object();
-  for (const auto& [k, v] : p.parts) parts[k] = v;
+  for (const auto& [k, v] : p.parts) parts[std::string(k)] = v;
   json processes = json::array();
   for (const FlightProcess& q : p.processes)
     processes.push_back({{"pid", q.pid}, {"comm", q.comm}, {"rss_bytes", q.rss}});
@@ -27,6 +77,7 @@ nlohmann::json toJson(const FlightPoint& p) {
 void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, std::uint64_t>& self_reported) {
   const std::int64_t now = snap.monotonic_time_ns != 0 ? snap.monotonic_time_ns : snap.wall_time_ns;
   std::size_t taken = 0;
+  std::vector<std::size_t> largest;
   for (const CgroupSnapshot& c : snap.cgroups) {
     if (taken == max_cgroups_) break;
     ++taken;
@@ -39,19 +90,26 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
     } else {
       p.limit = c.memory.limit;
     }
-    for (const Part& part : c.attribution.parts) p.parts[toString(part.kind)] += part.bytes;
+    for (const Part& part : c.attribution.parts) p.parts[part.kind] += part.bytes;
     if (c.attribution.unattributed > 0)
-      p.parts["unattributed"] = static_cast<std::uint64_t>(c.attribution.unattributed);
+      p.parts.unattributed() = static_cast<std::uint64_t>(c.attribution.unattributed);
     if (auto it = self_reported.find(c.memory.path); it != self_reported.end()) p.self_reported = it->second;
     p.reclaimable = reclaimableBytes(c.memory);
+    // The largest few: picked among the indices (a cgroup high in the tree holds every process
+    // below it), copied alone.
+    largest.clear();
     for (std::size_t i : c.processes) {
-      if (i >= snap.processes.size()) continue;
+      if (i < snap.processes.size()) largest.push_back(i);
+    }
+    const auto rssOf = [&](std::size_t i) { return snap.processes[i].attribution.rss; };
+    const auto keep = static_cast<std::ptrdiff_t>(std::min(largest.size(), kFlightProcesses));
+    std::partial_sort(largest.begin(), largest.begin() + keep, largest.end(),
+                      [&](std::size_t a, std::size_t b) { return rssOf(a) != rssOf(b) ? rssOf(a) > rssOf(b) : a < b; });
+    p.processes.reserve(static_cast<std::size_t>(keep));
+    for (std::size_t i : std::span(largest).first(static_cast<std::size_t>(keep))) {
       const ProcessSnapshot& q = snap.processes[i];
       p.processes.push_back(FlightProcess{q.sample.pid, q.sample.comm, q.attribution.rss});
     }
-    std::sort(p.processes.begin(), p.processes.end(),
-              [](const FlightProcess& a, const FlightProcess& b) { return a.rss > b.rss; });
-    if (p.processes.size() > kFlightProcesses) p.processes.resize(kFlightProcesses);
     auto& ring = rings_[c.memory.path];
     // The clock never runs back within one agent; a ring that says otherwise is stale.
     if (!ring.empty() && ring.back().age_ns > now) ring.clear();

@@ -124,7 +124,7 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
     kill.wall_time_ns = ctx.kill_wall_ns != 0 ? ctx.kill_wall_ns : e.wall_time_ns;
     kill.usage = breakdown->usage;
     kill.limit = breakdown->limit;
-    for (const Part& p : breakdown->attribution.parts) kill.parts[toString(p.kind)] = p.bytes;
+    for (const Part& p : breakdown->attribution.parts) kill.parts[p.kind] = p.bytes;
     kill.self_reported = ctx.self_reported;
     json k = toJson(kill);
     k["at_kill"] = true;

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 namespace headroom {
@@ -412,18 +415,32 @@ std::vector<BoundReading> boundReadings(const Snapshot& snap, std::size_t proces
       out.emplace(b.name, std::move(r));
     }
   }
-  for (const ProcessSnapshot& p : snap.processes) {
-    const CgroupSnapshot* c = snap.findCgroup(p.cgroup.str());
-    if (c == nullptr) continue;
-    for (const Bound& b : c->bounds)
-      out[b.name].processes.push_back(GrowerReading{p.sample.pid, p.sample.comm, p.cgroup.str(), p.attribution.rss});
+  // Each bound's processes as indices (the cgroups found once, not per process), the largest
+  // few picked among them; only those are copied out.
+  std::unordered_map<std::string_view, const CgroupSnapshot*> by_path;
+  for (const CgroupSnapshot& c : snap.cgroups) by_path.emplace(c.memory.path, &c);
+  std::map<std::string_view, std::vector<std::size_t>> under;
+  for (std::size_t i = 0; i < snap.processes.size(); ++i) {
+    auto it = by_path.find(snap.processes[i].cgroup.str());
+    if (it == by_path.end()) continue;
+    for (const Bound& b : it->second->bounds) under[b.name].push_back(i);
   }
+  const auto rssOf = [&](std::size_t i) { return snap.processes[i].attribution.rss; };
   std::vector<BoundReading> v;
   v.reserve(out.size());
   for (auto& [name, r] : out) {
-    std::sort(r.processes.begin(), r.processes.end(),
-              [](const GrowerReading& a, const GrowerReading& z) { return a.rss > z.rss; });
-    if (r.processes.size() > processes_per_bound) r.processes.resize(processes_per_bound);
+    if (auto it = under.find(name); it != under.end()) {
+      std::vector<std::size_t>& idx = it->second;
+      const auto keep = static_cast<std::ptrdiff_t>(std::min(idx.size(), processes_per_bound));
+      std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), [&](std::size_t a, std::size_t z) {
+        return rssOf(a) != rssOf(z) ? rssOf(a) > rssOf(z) : a < z;
+      });
+      r.processes.reserve(static_cast<std::size_t>(keep));
+      for (std::ptrdiff_t k = 0; k < keep; ++k) {
+        const ProcessSnapshot& p = snap.processes[idx[static_cast<std::size_t>(k)]];
+        r.processes.push_back(GrowerReading{p.sample.pid, p.sample.comm, p.cgroup.str(), p.attribution.rss});
+      }
+    }
     v.push_back(std::move(r));
   }
   return v;
