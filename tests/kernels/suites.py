@@ -14,6 +14,8 @@ reads test by test.
 - warning: the warning before an OOM kill, every scenario for a minute (a climb warned ahead, a
   burst said to be beyond a warning, calm and page cache never warned, the prover's hook, the
   events, `headroom run --on-warning`), and the kernel's notifications (docs/warnings.md).
+- cpu-cost: the cost of sampling every process on this guest's CPUs (tests/bench/guest_cost.py;
+  `make bench` runs it on 6.12 with 2 and with 32 CPUs: tests/bench/cpus.py).
 - capture: real fixtures for the unit tests (tests/fixtures/capture.sh): the cgroup tree and
   the kernel's OOM reports (memcg, memory.oom.group, global).
 """
@@ -22,7 +24,7 @@ import dataclasses
 import pathlib
 
 SOURCE = pathlib.Path(__file__).resolve().parent.parent.parent
-SUITES = ["full", "smoke", "warning", "capture"]
+SUITES = ["full", "smoke", "warning", "cpu-cost", "capture"]
 
 SMOKE_TESTS = [
     "Sensors.RealOomKillIsCaughtJoinedAndClassified",
@@ -97,6 +99,9 @@ def plan(suite: str, build: pathlib.Path, layout: str, results: pathlib.Path, gu
             steps.append(Step(f"kit-{t.replace('_', '-')}", 900, ["/usr/bin/python3", str(kit / f"{t}_test.py")],
                               kit_env(build)))
         return steps
+    if suite == "cpu-cost":
+        return [Step("cpu-cost", 600, ["/usr/bin/python3", str(SOURCE / "tests" / "bench" / "guest_cost.py"),
+                                       str(build / "headroom"), str(results / "cost.json")])]
     if suite == "capture":
         argv = ["/usr/bin/python3", str(SOURCE / "tests" / "fixtures" / "capture_oom.py"), str(results / "fixtures"),
                 str(build / "tests" / "headroom-workload")]
