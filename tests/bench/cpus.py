@@ -24,6 +24,7 @@ KERNEL = "6.12"
 
 
 def run(build, cpus, out):
+    build, out = pathlib.Path(build), pathlib.Path(out)
     results = out / f"cpus-{cpus}"
     cost = results / f"{KERNEL}-v2-bare" / "cost.json"
     cost.unlink(missing_ok=True)
