@@ -108,7 +108,7 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
   // forecast horizon, when their trend can be trusted (model/oom_forecast.h's rule).
   const std::int64_t ahead_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(policy_.forecast_horizon).count();
   const BudgetBound* tightest = nullptr;
-  std::uint64_t tightest_growth = 0, tightest_forecast = 0;
+  std::uint64_t tightest_growth = 0, tightest_forecast = 0, tightest_trend = 0;
   for (const BudgetBound& b : in.bounds) {
     std::uint64_t low = b.neighbours;
     std::vector<std::pair<std::int64_t, double>> trend_points;
@@ -118,18 +118,26 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
       low = std::min(low, it->second);
       if (in.time_ns - t.time_ns <= 2 * ahead_ns) trend_points.emplace_back(t.time_ns, static_cast<double>(it->second));
     }
-    std::uint64_t forecast = 0;
+    double slope = 0;
     if (ahead_ns > 0 && trend_points.size() >= kForecastPoints) {
       const Trend tr = robustTrend(trend_points);
-      if (tr.slope > 0 && tr.agreement >= ForecastPolicy{}.min_agreement)
-        forecast = static_cast<std::uint64_t>(tr.slope * static_cast<double>(ahead_ns) / 1e9);
+      if (tr.slope > 0 && tr.agreement >= ForecastPolicy{}.min_agreement) slope = tr.slope;
     }
-    std::uint64_t growth = std::max(b.neighbours - low, forecast);
+    const double taken = slope * static_cast<double>(ahead_ns) / 1e9;
+    const std::uint64_t trend = taken >= static_cast<double>(std::numeric_limits<std::uint64_t>::max())
+                                    ? std::numeric_limits<std::uint64_t>::max()
+                                    : static_cast<std::uint64_t>(taken);
+    // The neighbours cannot be charged past the bound: neither what they may grow by again nor
+    // what their trend would take is more than its room (a short climb, sampled a few times on a
+    // slow machine, can read as a slope that would fill the bound several times over).
+    const std::uint64_t forecast = std::min(trend, b.room());
+    std::uint64_t growth = std::min(std::max(b.neighbours - low, forecast), b.room());
     std::uint64_t room = sub(b.room(), growth);
     if (tightest == nullptr || room < d.room) {
       tightest = &b;
       tightest_growth = growth;
       tightest_forecast = forecast;
+      tightest_trend = trend;
       d.room = room;
     }
   }
@@ -153,8 +161,12 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
         formatBytes(tightest->limit), formatBytes(tightest->usage), formatBytes(tightest->reclaimable),
         formatBytes(tightest_growth),
         tightest_forecast > 0 && tightest_forecast >= tightest_growth
-            ? fmt::format(", the growth coming in the next {:.0f} s at their steady trend",
-                          static_cast<double>(ahead_ns) / 1e9)
+            ? fmt::format(
+                  ", the growth coming in the next {:.0f} s at their steady trend{}",
+                  static_cast<double>(ahead_ns) / 1e9,
+                  tightest_trend > tightest_forecast
+                      ? fmt::format(" ({} at that trend, at most the room they can take)", formatBytes(tightest_trend))
+                      : std::string())
             : std::string(),
         formatBytes(d.overhead_growth), formatBytes(margin), margin_source);
     if (in.probe) {

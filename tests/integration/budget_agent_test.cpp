@@ -121,8 +121,24 @@ TEST(BudgetAgent, NeighbourGrowingSharedMemoryLowersTheBudgetOnTheNextTick) {
       "the neighbour's 128 MiB of shmem, {:.0f} ms later; neighbours' growth {:.1f} MiB\n",
       mib(b0), gen0, mib(b1), u64(*after, "generation"), waited_ms, mib(growth));
   EXPECT_GT(u64(*after, "generation"), gen0);
-  // The shmem is charged under the bound (its usage), and its growth is expected again.
-  EXPECT_NEAR(mib(growth), 128.0, 16.0) << after->dump();
+  // The shmem is charged under the bound (its usage), and its growth is expected again. Where
+  // filling it spanned several samples (a slow or emulated machine), the climb reads as a steady
+  // trend and the forecast keeps back more: what that trend takes over the horizon, never more
+  // than the room left under the limit.
+  const nlohmann::json& own = (*after)["inputs"]["bounds"][0];
+  ASSERT_EQ(own["name"], sb->path()) << after->dump();
+  const std::uint64_t room = u64(own, "limit_bytes") + u64(own, "reclaimable_bytes") - u64(own, "usage_bytes");
+  const std::uint64_t forecast = u64(*after, "forecast_growth_bytes");
+  EXPECT_LE(forecast, room) << after->dump();
+  EXPECT_LE(growth, room) << after->dump();
+  if (forecast >= growth && forecast > 0) {
+    std::cout << fmt::format("the fill read as a steady climb: {:.1f} MiB forecast, the room {:.1f} MiB\n",
+                             mib(forecast), mib(room));
+    EXPECT_EQ(growth, forecast) << after->dump();
+    EXPECT_GT(mib(growth), 128.0 - 16.0) << after->dump();
+  } else {
+    EXPECT_NEAR(mib(growth), 128.0, 16.0) << after->dump();
+  }
   EXPECT_NEAR(mib(b0 - b1), 128.0 + mib(growth), 16.0) << after->dump();
   EXPECT_EQ(u64(*after, "margin_bytes"), 16 * kMiB);
   EXPECT_TRUE(fileHolds(b1)) << "the budget file follows the new generation";

@@ -1194,6 +1194,44 @@ TEST(BudgetController, ASteadyClimbOfTheNeighboursIsKeptBackAheadOfTheKill) {
   EXPECT_EQ(ahead.room + 100 * kMiB, behind.room);
 }
 
+// A climb sampled a few times only (128 MiB of shared memory filled over four 1 s ticks on a
+// slow machine) reads as 32 MiB/s: 960 MiB over the 30 s horizon, in a 512 MiB cgroup with
+// 320 MiB of room. Neither the forecast nor the growth kept back is more than that room: the
+// neighbours cannot be charged past the limit. The prover keeps what it holds, less the margin.
+TEST(BudgetController, TheNeighboursForecastIsNeverMoreThanTheRoomUnderTheBound) {
+  BudgetPolicy p;
+  p.margin_floor = 16 * kMiB;
+  BudgetController c(p);
+  BudgetDecision d;
+  for (int i = 0; i <= 4; ++i) {
+    const std::uint64_t n = static_cast<std::uint64_t>(i) * 32 * kMiB;
+    d = c.decide(inputsAt(100 * kSec + i * kSec, 64 * kMiB, {bound("/job", "limit", 512 * kMiB, 64 * kMiB + n, 0, n)}));
+  }
+  EXPECT_EQ(d.forecast_growth, 320 * kMiB) << d.reason;
+  EXPECT_EQ(d.neighbour_growth, 320 * kMiB) << d.reason;
+  EXPECT_EQ(d.room, 0U);
+  EXPECT_TRUE(d.valid) << d.reason;
+  EXPECT_EQ(d.budget, 48 * kMiB) << "64 MiB + room 0 - margin 16 MiB: " << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("the growth coming in the next 30 s at their steady trend (960 MiB at that trend, "
+                                  "at most the room they can take)"));
+}
+
+// Without a forecast too: neighbours that grew by 300 MiB may grow again by no more than the
+// 148 MiB left under the 512 MiB limit (the prover holds 64 MiB).
+TEST(BudgetController, TheNeighboursRegrowthIsNeverMoreThanTheRoomUnderTheBound) {
+  BudgetPolicy p;
+  p.margin_floor = 16 * kMiB;
+  p.forecast_horizon = std::chrono::milliseconds(0);
+  BudgetController c(p);
+  c.decide(inputsAt(100 * kSec, 64 * kMiB, {bound("/job", "limit", 512 * kMiB, 64 * kMiB, 0, 0)}));
+  BudgetDecision d =
+      c.decide(inputsAt(160 * kSec, 64 * kMiB, {bound("/job", "limit", 512 * kMiB, 364 * kMiB, 0, 300 * kMiB)}));
+  EXPECT_EQ(d.neighbour_growth, 148 * kMiB) << d.reason;
+  EXPECT_EQ(d.forecast_growth, 0U);
+  EXPECT_EQ(d.room, 0U);
+  EXPECT_EQ(d.budget, 48 * kMiB) << d.reason;
+}
+
 // Neighbours that go up and down (a churn, no trend) are not projected.
 TEST(BudgetController, NeighboursWithoutATrendAreNotProjected) {
   BudgetController c(BudgetPolicy{});
