@@ -118,10 +118,19 @@ BudgetDecision BudgetController::decide(const BudgetInputs& in) {
       low = std::min(low, it->second);
       if (in.time_ns - t.time_ns <= 2 * ahead_ns) trend_points.emplace_back(t.time_ns, static_cast<double>(it->second));
     }
+    // Over the whole of twice the horizon, and over its last third (a climb that began lately,
+    // after a calm that would outvote it); the steeper of those that can be trusted, which takes
+    // samples over at least min_span_ns, as the time to OOM does (a fill sampled a few times
+    // within a second is no trend).
     double slope = 0;
-    if (ahead_ns > 0 && trend_points.size() >= kForecastPoints) {
-      const Trend tr = robustTrend(trend_points);
-      if (tr.slope > 0 && tr.agreement >= ForecastPolicy{}.min_agreement) slope = tr.slope;
+    for (const std::int64_t span : {2 * ahead_ns, 2 * ahead_ns / 3}) {
+      std::vector<std::pair<std::int64_t, double>> pts;
+      for (const auto& p : trend_points)
+        if (in.time_ns - p.first <= span) pts.push_back(p);
+      if (ahead_ns <= 0 || pts.size() < kForecastPoints) continue;
+      if (pts.back().first - pts.front().first < ForecastPolicy{}.min_span_ns) continue;
+      const Trend tr = robustTrend(pts);
+      if (tr.slope > slope && tr.agreement >= ForecastPolicy{}.min_agreement) slope = tr.slope;
     }
     const double taken = slope * static_cast<double>(ahead_ns) / 1e9;
     const std::uint64_t trend = taken >= static_cast<double>(std::numeric_limits<std::uint64_t>::max())

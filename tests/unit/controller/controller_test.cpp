@@ -1232,6 +1232,35 @@ TEST(BudgetController, TheNeighboursRegrowthIsNeverMoreThanTheRoomUnderTheBound)
   EXPECT_EQ(d.budget, 48 * kMiB) << d.reason;
 }
 
+// A climb that began after a minute of calm: over the whole minute (13 samples, 9 of them flat)
+// its agreement is 0.54, under the 0.6 a trend needs; over the last 20 s (the last third) it is
+// all climb, and that trend is kept back: 100 MiB a 5 s tick, 600 MiB over the 30 s horizon.
+TEST(BudgetController, AClimbThatBeganAfterACalmIsKeptBackFromItsRecentTrend) {
+  BudgetController c(BudgetPolicy{});
+  BudgetDecision d;
+  for (int i = 0; i <= 12; ++i) {
+    const std::uint64_t n = 2 * kGiB + static_cast<std::uint64_t>(std::max(0, i - 8)) * 100 * kMiB;
+    d = c.decide(inputsAt(100 * kSec + i * 5 * kSec, 10 * kGiB, {bound("/", "limit", 30 * kGiB, 10 * kGiB + n, 0, n)}));
+  }
+  EXPECT_EQ(d.forecast_growth, 600 * kMiB) << d.reason;
+  EXPECT_EQ(d.neighbour_growth, 600 * kMiB) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("the growth coming in the next 30 s at their steady trend"));
+}
+
+// A fill sampled five times within a second (200 ms samples) is no trend: less than the 2 s the
+// time to OOM asks of one. Only what it grew by is kept back.
+TEST(BudgetController, AFillWithinASecondIsNotProjected) {
+  BudgetController c(BudgetPolicy{});
+  BudgetDecision d;
+  for (int i = 0; i <= 4; ++i) {
+    const std::uint64_t n = static_cast<std::uint64_t>(i) * 32 * kMiB;
+    d = c.decide(
+        inputsAt(100 * kSec + i * kSec / 5, 64 * kMiB, {bound("/job", "limit", 2 * kGiB, 64 * kMiB + n, 0, n)}));
+  }
+  EXPECT_EQ(d.forecast_growth, 0U) << d.reason;
+  EXPECT_EQ(d.neighbour_growth, 128 * kMiB) << d.reason;
+}
+
 // Neighbours that go up and down (a churn, no trend) are not projected.
 TEST(BudgetController, NeighboursWithoutATrendAreNotProjected) {
   BudgetController c(BudgetPolicy{});
