@@ -450,8 +450,10 @@ TEST(Journal, TheProversSelfReportIsReadFromItsPrometheusEndpoint) {
   auto server = ChildProcess::spawn(
       {"/usr/bin/python3", "-u", "-m", "http.server", "--bind", "127.0.0.1", "0", "--directory", tmp.path.string()});
   ASSERT_TRUE(server) << server.error().describe();
-  auto line = server->readLine(10s);  // "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
-  ASSERT_TRUE(line) << "python3 http.server did not start";
+  // "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ...": python's start (http.server
+  // imports much of the standard library) took over 10 s on an emulated guest of a busy host.
+  auto line = server->readLine(60s);
+  ASSERT_TRUE(line) << "python3 http.server did not start: " << line.error().describe();
   std::smatch m;
   ASSERT_TRUE(std::regex_search(*line, m, std::regex(R"(port ([0-9]+))"))) << *line;
   std::string url = fmt::format("http://127.0.0.1:{}/metrics#metric:cuzk_used_bytes{{pool=\"all\"}}", m[1].str());
@@ -503,8 +505,8 @@ TEST(Journal, AProversEndpointThatDripsNeverHoldsASample) {
                "    c, _ = s.accept(); threading.Thread(target=one, args=(c,), daemon=True).start()\n");
   auto server = ChildProcess::spawn({"/usr/bin/python3", "-u", drip});
   ASSERT_TRUE(server) << server.error().describe();
-  auto port = server->readLine(10s);
-  ASSERT_TRUE(port) << "the dripping endpoint did not start";
+  auto port = server->readLine(60s);  // python's start: slow on an emulated guest (above)
+  ASSERT_TRUE(port) << "the dripping endpoint did not start: " << port.error().describe();
   Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--journal", tmp.file("oom.hrj"), "--prover.self-report",
                fmt::format("http://127.0.0.1:{}/used", *port)});
   ASSERT_TRUE(agent.waitHealthy()) << "the first sample was held: " << agent.logText();
