@@ -1,10 +1,12 @@
 // `headroom probe` on real cgroups: beside a process holding memory it reports what can
 // really be allocated, never causes an OOM kill, and gives the memory back.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -86,20 +88,37 @@ TEST(Probe, ABusyNeighboursGrowthIsNotCalledKernelOverhead) {
   auto sb = CgroupSandbox::create("probe-busy");
   ASSERT_TRUE(sb) << sb.error().describe();
   ASSERT_TRUE(sb->setLimit(768 * kMiB));
-  // A "prover" that keeps allocating (1 MiB every 8 ms, up to 192 MiB) while the probe runs.
-  auto busy = ChildProcess::spawn(
-      {HEADROOM_WORKLOAD, "--anon", std::to_string(32 * kMiB), "--grow-after-ready", std::to_string(192 * kMiB), "8"},
-      sb->procsFile());
+  // A "prover" that keeps allocating (1 MiB every 8 ms, up to 192 MiB) while the probe runs: it
+  // starts when the probe's first chunk is charged, so after the probe's baseline however long
+  // the probe takes to start (on an emulated guest, longer than the whole growth took).
+  auto busy = ChildProcess::spawn({HEADROOM_WORKLOAD, "--anon", std::to_string(32 * kMiB), "--grow-after-ready",
+                                   std::to_string(192 * kMiB), "8", "--grow-on-line"},
+                                  sb->procsFile());
   ASSERT_TRUE(busy);
   ASSERT_TRUE(busy->readLine());
-  auto r = runCommand({HEADROOM_BINARY, "probe", "--cgroup", sb->path(), "--chunk", "16MiB", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto j = nlohmann::json::parse(r.out);
+  auto idle = sb->read();
+  ASSERT_TRUE(idle);
+  auto probe = ChildProcess::spawn({HEADROOM_BINARY, "probe", "--cgroup", sb->path(), "--chunk", "16MiB", "--json"});
+  ASSERT_TRUE(probe) << probe.error().describe();
+  bool probing = false;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+       !probing && std::chrono::steady_clock::now() < end; ::usleep(2000)) {
+    auto now = sb->read();
+    probing = now && now->usage >= idle->usage + 12 * kMiB;
+  }
+  ASSERT_TRUE(probing) << "the probe never charged its first chunk";
+  ASSERT_TRUE(busy->writeLine("grow"));
+  auto out = probe->readLine(std::chrono::minutes(5));
+  ASSERT_TRUE(out) << "headroom probe printed nothing: " << out.error().describe();
+  auto status = probe->wait();
+  ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *out;
+  const std::string text = *out;
+  auto j = nlohmann::json::parse(text);
   double others = j["others_growth_bytes"].get<double>();
   double kernel = j["kernel_overhead_bytes"].get<double>();
   double overhead = j["overhead_bytes"].get<double>();
-  EXPECT_GT(others, 8.0 * kMiB) << "the neighbour grew while the probe ran: " << r.out;
-  EXPECT_LT(std::abs(kernel), 8.0 * kMiB) << "its growth must not be counted as kernel overhead: " << r.out;
+  EXPECT_GT(others, 8.0 * kMiB) << "the neighbour grew while the probe ran: " << text;
+  EXPECT_LT(std::abs(kernel), 8.0 * kMiB) << "its growth must not be counted as kernel overhead: " << text;
   EXPECT_NEAR(others + kernel, overhead, 1.0);
   auto after = sb->read();
   ASSERT_TRUE(after);
