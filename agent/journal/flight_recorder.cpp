@@ -91,8 +91,7 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
       p.limit = c.memory.limit;
     }
     for (const Part& part : c.attribution.parts) p.parts[part.kind] += part.bytes;
-    if (c.attribution.unattributed > 0)
-      p.parts.unattributed() = static_cast<std::uint64_t>(c.attribution.unattributed);
+    if (c.attribution.unattributed > 0) p.parts.unattributed() = static_cast<std::uint64_t>(c.attribution.unattributed);
     if (auto it = self_reported.find(c.memory.path); it != self_reported.end()) p.self_reported = it->second;
     p.reclaimable = reclaimableBytes(c.memory);
     // The largest few: picked among the indices (a cgroup high in the tree holds every process
