@@ -23,6 +23,7 @@ import time
 import urllib.request
 
 import bpf_stats
+from processes import samples_of
 
 PORT = 19700
 SLEEP = "/bin/sleep"
@@ -30,13 +31,7 @@ SLEEP = "/bin/sleep"
 
 def metrics():
     with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
+        return samples_of(r.read().decode())
 
 
 def phase_cpu(m, phase):
