@@ -120,8 +120,9 @@ TEST(Journal, AnOomKillIsRecordedWithItsBreakdownAndWhatGrewBeforeIt) {
   for (const auto& p : rec["cgroup"]["attribution"]["parts"])
     parts[p["kind"].get<std::string>()] = p["bytes"].get<double>();
   EXPECT_GE(parts["shmem_mapped"] + parts["shmem_unmapped"], 31.0 * kMiB) << rec["cgroup"]["attribution"].dump();
-  if (!saysNoPageTables(rec["cgroup"]["attribution"]))
+  if (!saysNoPageTables(rec["cgroup"]["attribution"])) {
     EXPECT_GE(parts["pagetables"], 7.0 * kMiB) << "4 GiB of sparse address space: 8 MiB of page tables";
+  }
   EXPECT_GE(parts["anon"], 48.0 * kMiB);
   // The workload among the processes, with its locked pool and page tables.
   bool found = false;

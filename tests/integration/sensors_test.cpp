@@ -505,7 +505,9 @@ TEST(Sensors, TrackedCgroupsFilterInTheKernel) {
   ChildProcess outside = spawnReady({HEADROOM_WORKLOAD, "--map-unmap", std::to_string(8 * kMiB)});
   auto a = s->activity(inside.pid());
   ASSERT_TRUE(a.has_value());
-  if (kernelCanRun(SensorId::kFaults)) EXPECT_GE(a->faults, 8 * kMiB / 4096);
+  if (kernelCanRun(SensorId::kFaults)) {
+    EXPECT_GE(a->faults, 8 * kMiB / 4096);
+  }
   EXPECT_GE(a->munmap_bytes, 8 * kMiB);
   EXPECT_FALSE(s->activity(outside.pid()).has_value()) << "not in a tracked cgroup";
   inside.closeStdin();

@@ -25,7 +25,8 @@ std::vector<std::byte> bytesOf(const T& v, std::size_t size = sizeof(T)) {
 
 void setComm(char (&comm)[HR_COMM_LEN], const char* name) {
   std::memset(comm, 0, HR_COMM_LEN);
-  std::strncpy(comm, name, HR_COMM_LEN);  // a 15-byte comm fills all but the last byte
+  // a 15-byte comm fills all but the last byte; a 16-byte one fills it all, unterminated
+  std::memcpy(comm, name, std::min(std::strlen(name), sizeof comm));
 }
 
 oom_victim_event victimEvent() {
