@@ -11,11 +11,14 @@
 
 namespace headroom {
 
-CgroupFileCache::CgroupFileCache(std::size_t max_fds) : max_fds_(max_fds) {
-  // Never more than a quarter of what this process may open.
+CgroupFileCache::CgroupFileCache(std::size_t max_fds) : max_fds_(max_fds) {}
+
+bool CgroupFileCache::full() const {
+  if (held_fds_ >= max_fds_) return true;
+  // Never more than a quarter of what this process may open now: asked only when a descriptor
+  // is to be held, once per file of a cgroup seen anew.
   rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-    max_fds_ = std::min<std::size_t>(max_fds_, rl.rlim_cur / 4);
+  return ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && held_fds_ >= rl.rlim_cur / 4;
 }
 
 Result<std::string> CgroupFileCache::readHeld(Entry& e, const char* name, bool& gone) {
@@ -31,7 +34,7 @@ Result<std::string> CgroupFileCache::readHeld(Entry& e, const char* name, bool& 
       }
       return sysError(err, fmt::format("opening {}/{}", e.dir.path(), name));
     }
-    if (held_fds_ >= max_fds_) return readAll(fd.get(), fmt::format("{}/{}", e.dir.path(), name));
+    if (full()) return readAll(fd.get(), fmt::format("{}/{}", e.dir.path(), name));
     f = e.files.emplace(name, std::move(fd)).first;
     ++held_fds_;
   }
@@ -50,7 +53,7 @@ Result<CgroupMemory> CgroupFileCache::read(const CgroupHierarchy& h, std::string
   const std::string where = h.directoryOf(p);
   auto it = entries_.find(where);
   if (it == entries_.end()) {
-    if (held_fds_ >= max_fds_) return h.read(p);  // past the budget: the plain way
+    if (full()) return h.read(p);  // past the budget: the plain way
     auto dir = h.open(p);
     if (!dir) return dir.error();
     it = entries_.emplace(where, Entry{std::move(*dir), {}, true}).first;

@@ -2,6 +2,7 @@
 // held file read again shows the kernel's figures now, a removed cgroup reads as missing, one
 // made again under the same path reads as the new one, and the descriptor budget holds.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <optional>
 
@@ -110,6 +111,21 @@ TEST_F(CgroupFiles, TheDescriptorBudgetHoldsAndUnreadCgroupsAreClosed) {
     EXPECT_EQ(rb->limit, 48 * kMiB);
     EXPECT_LE(small.heldFds(), 3U);
   }
+
+  // The descriptor limit as it is when files are held, not when the cache was made: the agent
+  // raises its own after it starts.
+  rlimit was{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &was), 0);
+  ASSERT_GE(was.rlim_cur, 64U);
+  rlimit low = was;
+  low.rlim_cur = 24;  // a quarter: 6, less than one v1 cgroup's eight (v2: ten)
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::optional<CgroupFileCache> later(std::in_place);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &was), 0);
+  ASSERT_TRUE(later->read(*hierarchy_, a->path()));
+  ASSERT_TRUE(later->read(*hierarchy_, b->path()));
+  EXPECT_GE(later->heldFds(), 16U) << "both cgroups' directories and files held";
+  later.reset();
 
   CgroupFileCache cache;
   ASSERT_TRUE(cache.read(*hierarchy_, a->path()));

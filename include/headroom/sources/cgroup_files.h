@@ -17,8 +17,10 @@ namespace headroom {
 
 class CgroupFileCache {
  public:
-  // At most `max_fds` descriptors held (a directory and its files each count); the cgroups past
-  // it are read the plain way, each file opened and closed.
+  // At most `max_fds` descriptors held (a directory and its files each count), and never more
+  // than a quarter of RLIMIT_NOFILE as it is when a file is first held (the agent raises its
+  // limit after it starts); the cgroups past it are read the plain way, each file opened and
+  // closed.
   explicit CgroupFileCache(std::size_t max_fds = kDefaultMaxFds);
 
   // The cgroup's memory files, as CgroupHierarchy::read reads them. A cgroup removed (its held
@@ -31,8 +33,9 @@ class CgroupFileCache {
   std::size_t heldFds() const { return held_fds_; }
   std::size_t cgroups() const { return entries_.size(); }
 
-  // A quarter of the usual soft RLIMIT_NOFILE (1024): 64 v1 or 50 v2 cgroups held.
-  static constexpr std::size_t kDefaultMaxFds = 512;
+  // 512 v1 or 409 v2 cgroups held (eight and ten descriptors each), where the limit allows:
+  // under the usual soft RLIMIT_NOFILE of 1024, 32 and 25.
+  static constexpr std::size_t kDefaultMaxFds = 4096;
 
  private:
   struct Entry {
@@ -43,6 +46,7 @@ class CgroupFileCache {
   using Entries = std::map<std::string, Entry, std::less<>>;
   Result<std::string> readHeld(Entry& e, const char* name, bool& gone);
   void forget(Entries::iterator it);
+  bool full() const;  // no descriptor more may be held
 
   std::size_t max_fds_;
   std::size_t held_fds_ = 0;
