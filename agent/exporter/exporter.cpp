@@ -65,7 +65,7 @@ prometheus::MetricType exposedType(MetricType t) {
 // cgroup or process left out by a cap) every series is counted only. The catalogue is
 // prometheus-cpp's families here (one MetricFamily each, one ClientMetric per series, labels in
 // name order), and the sink is the Collectable they are collected from once per update, for
-// TextSerializer to write the page (render() only copies it). The families live from one update
+// TextSerializer to write the page at the first scrape after it. The families live from one update
 // to the next: a series set again keeps its ClientMetric (its labels are not built again), one
 // not set in an update is taken out when the update ends, and a family's series are sorted by
 // labels again only when some came or went.
@@ -552,8 +552,11 @@ struct Exporter::State {
     double kills = 0;
     double last_timestamp_s = 0;
   };
-  std::string page;        // the last update's exposition text (the scrape duration is added per scrape)
-  std::size_t series = 0;  // sample lines render() writes
+  // The last update's families, copied out of the sink (under mu_): a scrape writes them as text
+  // only if no scrape has since the update, and never while an update runs.
+  std::shared_ptr<const std::vector<prometheus::MetricFamily>> families;
+  std::uint64_t generation = 0;  // updates that gave families
+  std::size_t series = 0;        // sample lines render() writes
   std::size_t dropped = 0;
   bool scrape_slot = true;  // max_series leaves room for the scrape duration
   std::uint64_t update_failures = 0;
@@ -578,7 +581,13 @@ struct Exporter::State {
   // so that a scrape never waits for an update).
   std::mutex update_mu;
   SeriesSink sink;
-  std::size_t page_bytes = 0;  // the last page's size
+  // The page: the exposition text of the families of update `page_generation` (the scrape
+  // duration is added per scrape). Written by the scrape that first finds a newer update, under
+  // render_mu (one at a time); when scrapes are rarer than samples, most updates are never
+  // written as text at all.
+  std::mutex render_mu;
+  std::string page;
+  std::uint64_t page_generation = 0;
 };
 
 void Exporter::recordBudget(const BudgetDecision& d) {
@@ -781,11 +790,10 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     if (series_slot) sink.addReserved(kSeries, num(series));
 
     sink.end();
-    // Room for the last page and some.
-    std::string page = pageOf(sink.Collect(), state_->page_bytes + state_->page_bytes / 8 + 4096);
-    state_->page_bytes = page.size();
+    auto families = std::make_shared<const std::vector<prometheus::MetricFamily>>(sink.Collect());
     std::lock_guard<std::mutex> lock(mu_);
-    state_->page = std::move(page);
+    state_->families = std::move(families);
+    ++state_->generation;
     state_->series = series;
     state_->dropped = dropped;
     state_->scrape_slot = scrape_slot;
@@ -799,10 +807,22 @@ std::string Exporter::render(double last_scrape_duration_s) const {
   std::string out;
   bool scrape_slot = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> rendering(state_->render_mu);
+    std::shared_ptr<const std::vector<prometheus::MetricFamily>> families;
+    std::uint64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      families = state_->families;
+      generation = state_->generation;
+      scrape_slot = state_->scrape_slot;
+    }
+    if (families && generation != state_->page_generation) {
+      // Room for the last page and some.
+      state_->page = pageOf(*families, state_->page.size() + state_->page.size() / 8 + 4096);
+      state_->page_generation = generation;
+    }
     out.reserve(state_->page.size() + 256);
     out = state_->page;
-    scrape_slot = state_->scrape_slot;
   }
   // The scrape's own duration, known only now: its family written after the page's.
   const MetricInfo* info = infoOf(kScrapeDuration);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "headroom/model/snapshot.h"
@@ -570,6 +572,47 @@ TEST(ExporterRender, AnUpdateReadsAsAFreshExportersFirst) {
     EXPECT_EQ(kept.seriesCount(), fresh.seriesCount());
     EXPECT_EQ(kept.seriesDropped(), fresh.seriesDropped());
   }
+}
+
+// The page is written by the scrape, from the last update's families: updates no scrape asked
+// for are never written, a scrape during an update reads the last whole one, and two scrapes of
+// one update read the same page.
+TEST(ExporterRender, AScrapeWritesTheLastWholeUpdate) {
+  const Snapshot a = manyProcesses(200);
+  Snapshot b = manyProcesses(50);
+  b.cgroups.push_back(syntheticCgroup("/b-only", 3 * kGiB));
+  Exporter fresh_a(ExporterLimits{});
+  fresh_a.update(a, {}, {});
+  Exporter fresh_b(ExporterLimits{});
+  fresh_b.update(b, {}, {});
+  const std::string page_a = fresh_a.render(0.25);
+  const std::string page_b = fresh_b.render(0.25);
+  ASSERT_NE(page_a, page_b);
+
+  Exporter ex(ExporterLimits{});
+  EXPECT_EQ(ex.render(0.25).find("cgroup="), std::string::npos) << "no update yet: no cgroup series";
+  ex.update(a, {}, {});
+  EXPECT_EQ(ex.render(0.25), page_a);
+  ex.update(b, {}, {});  // never scraped
+  ex.update(a, {}, {});
+  EXPECT_EQ(ex.render(0.25), page_a);
+  EXPECT_EQ(ex.render(0.25), page_a);
+  ex.update(b, {}, {});
+  EXPECT_EQ(ex.render(0.25), page_b);
+
+  std::atomic<bool> done{false};
+  std::thread sampler([&] {
+    for (int i = 0; i < 60; ++i) ex.update(i % 2 == 0 ? a : b, {}, {});
+    done = true;
+  });
+  int scrapes = 0;
+  while (!done || scrapes == 0) {
+    const std::string page = ex.render(0.25);
+    ASSERT_TRUE(page == page_a || page == page_b) << "a page of no one update";
+    ++scrapes;
+  }
+  sampler.join();
+  EXPECT_EQ(ex.render(0.25), page_b) << "the last update, 59: b";
 }
 
 TEST(ExporterRender, SameCommSummed) {
