@@ -109,7 +109,7 @@ def write_plan(results: pathlib.Path, layout: str, steps: list) -> None:
 
 
 def run_guest(tree: vm.KernelTree, initrd: pathlib.Path, layout: str, suite: str, build: pathlib.Path,
-              out: pathlib.Path, memory: int, cpus: int, echo: bool) -> RunResult:
+              out: pathlib.Path, memory: int, cpus: int, echo: bool, icount: bool = False) -> RunResult:
     label = f"{tree.release.name}-{layout}"
     results = out / label
     steps = suites.only(suites.plan(suite, build, layout, results), ONLY)
@@ -117,7 +117,7 @@ def run_guest(tree: vm.KernelTree, initrd: pathlib.Path, layout: str, suite: str
     budget = sum(s.timeout + 15 for s in steps) + 120  # the steps' own limits, boot and shutdown
     vm.log(f"{label}: booting {tree.package} {tree.version} ({len(steps)} steps, at most {budget} s)")
     r = vm.boot(tree, initrd, results, HERE / "guest.sh", memory_mib=memory, cpus=cpus, timeout_s=budget, echo=echo,
-                keep=[SOURCE, build, out])
+                keep=[SOURCE, build, out], icount=icount)
     boot = "ok" if r.powered_off else ("timed out" if r.timed_out else "crashed")
     done = read_steps(results)
     if boot == "ok" and len(done) < len(steps):
@@ -185,6 +185,8 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="results (default build/kernels/results/SUITE)")
     ap.add_argument("--memory", type=int, default=3072, help="guest memory in MiB")
     ap.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--icount", action="store_true",
+                    help="guests' clocks count instructions (qemu -icount): timings that are work, not the host's load")
     ap.add_argument("--offline", action="store_true", help="use cached kernels, never ask apt")
     ap.add_argument("--echo", action="store_true", help="show the guests' consoles")
     ap.add_argument("--only", default=None,
@@ -247,7 +249,7 @@ def main() -> int:
             runs.append(RunResult(f"{k}-{x}", k, x, 0.0, "crashed", [], [], {"error": "the kernel could not be fetched"}))
             continue
         tree, initrd = trees[k]
-        runs.append(run_guest(tree, initrd, x, a.suite, build, out, a.memory, a.cpus, a.echo))
+        runs.append(run_guest(tree, initrd, x, a.suite, build, out, a.memory, a.cpus, a.echo, a.icount))
     if with_host:
         runs.append(run_host(a.suite, build, out))
     text = table(runs, a.suite)

@@ -224,10 +224,12 @@ def hidden_by_tmpfs(paths: list) -> list:
 
 def boot(tree: KernelTree, initrd: pathlib.Path, results: pathlib.Path, guest_script: pathlib.Path,
          memory_mib: int, cpus: int, timeout_s: float, append: str = "", echo: bool = False,
-         keep: list = ()) -> BootResult:
+         keep: list = (), icount: bool = False) -> BootResult:
     """Boots the guest; its console goes to results/console.log (and to stderr with echo). keep:
     host paths the run needs (the source and build trees), kept visible where the guest's tmpfs
-    over /tmp, /run or /var would hide them."""
+    over /tmp, /run or /var would hide them. icount: the guest's clocks count its instructions
+    (one nanosecond each, `-icount shift=0`; one host thread runs every vCPU in turn), so that what
+    it times is the work done, not the host's load; idle time is skipped (`sleep=off`)."""
     results.mkdir(parents=True, exist_ok=True)
     console = results / "console.log"
     kept = hidden_by_tmpfs([*keep, guest_script])
@@ -237,7 +239,8 @@ def boot(tree: KernelTree, initrd: pathlib.Path, results: pathlib.Path, guest_sc
     cmdline = (f"console=ttyS0 panic=-1 quiet mitigations=off headroom.results={results} "
                f"headroom.guest={guest_script} " + (f"headroom.keep={','.join(map(str, kept))} " if kept else "")
                + append).strip()
-    cmd = ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", str(cpus),
+    accel = ["-accel", "tcg,thread=single", "-icount", "shift=0,sleep=off"] if icount else ["-accel", "tcg,thread=multi"]
+    cmd = ["qemu-system-x86_64", *accel, "-cpu", "max", "-smp", str(cpus),
            "-m", f"{memory_mib}M", "-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot",
            "-kernel", str(tree.vmlinuz), "-initrd", str(initrd), "-append", cmdline,
            "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
