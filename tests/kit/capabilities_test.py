@@ -170,11 +170,13 @@ def http(port, path, method="GET", timeout=5):
         return None, b""
 
 
-def setpriv_prefix(mode, uid, gid, caps, no_new_privs):
+def setpriv_prefix(mode, uid, gid, caps, no_new_privs, limits=()):
     if caps is None:  # full root: the baseline
         return []
     names = ",".join(f"+{c}" for c in sorted(caps))
-    argv = ["setpriv"]
+    # The unit's resource limits (LimitMEMLOCK=: BPF maps count against it before 5.11), set by
+    # prlimit as systemd sets them, before the privileges are dropped.
+    argv = (["prlimit", *limits, "--"] if limits else []) + ["setpriv"]
     if mode == "user":
         argv += [f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                  f"--inh-caps=-all{',' + names if names else ''}",
@@ -210,9 +212,12 @@ class Agent:
             self.notify.bind(path)
             os.chmod(path, 0o666)
             env.update(NOTIFY_SOCKET=path, WATCHDOG_USEC="1000000")
-        prefix = setpriv_prefix(ctx.mode, ctx.uid, ctx.gid, caps, ctx.no_new_privs)
+        prefix = setpriv_prefix(ctx.mode, ctx.uid, ctx.gid, caps, ctx.no_new_privs, ctx.limits)
         try:   # up once it says "serving on"; on failure it is stopped already
-            self.run = kitlib.AgentRun(ctx.binary, args, self.dir / "agent.log", prefix=prefix, env=env)
+            # A minute to say "serving on": a slow guest (TCG, the sanitizers' build) reads a
+            # kernel log full of earlier kills first.
+            self.run = kitlib.AgentRun(ctx.binary, args, self.dir / "agent.log", prefix=prefix, env=env,
+                                       deadline=time.monotonic() + 60)
         except kitlib.AgentError as e:
             self.close()
             raise RuntimeError(f"{label}: {e}") from None
@@ -400,6 +405,17 @@ def main():
     ambient = cap_set(svc("AmbientCapabilities"), "AmbientCapabilities") or set()
     user = (svc("User") or ["root"])[-1]
     ctx.no_new_privs = (svc("NoNewPrivileges") or ["no"])[-1].lower() in ("yes", "true", "1", "on")
+    ctx.limits = []
+    for key, flag in (("LimitMEMLOCK", "--memlock"), ("LimitNOFILE", "--nofile")):
+        if svc(key):
+            value = svc(key)[-1].strip()
+            limit = f"{flag}={'unlimited' if value == 'infinity' else value}"
+            # systemd sets it with every privilege; where this test cannot (no CAP_SYS_RESOURCE),
+            # the agent runs with this process's own limit and says so.
+            if subprocess.run(["prlimit", limit, "--", "true"], capture_output=True).returncode == 0:
+                ctx.limits.append(limit)
+            else:
+                note(f"{key}={value}: prlimit {limit} is refused here; the agent runs with this test's own limit")
     if bounding is None:
         fail(f"{UNIT.name} has no CapabilityBoundingSet=: the agent would keep every capability")
         return
@@ -427,7 +443,7 @@ def main():
         return
     ctx.exec_binary = exec_start[0]
     print(f"[{elapsed()}] unit: User={user} ({ctx.mode} mode, uid {ctx.uid}), NoNewPrivileges={ctx.no_new_privs}, "
-          f"capabilities {fmt_caps(caps)}")
+          f"capabilities {fmt_caps(caps)}{', limits ' + ' '.join(ctx.limits) if ctx.limits else ''}")
 
     ctx.tmp = Path(tempfile.mkdtemp(prefix="headroom-captest-"))
     os.chmod(ctx.tmp, 0o755)
