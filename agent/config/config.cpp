@@ -210,6 +210,8 @@ Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
       {"pss_step", size([](const AgentConfig& c) { return c.pss_step; })},
       {"pss_reads_per_second", plain([](const AgentConfig& c) { return c.pss_reads_per_second; })},
       {"max_processes", plain([](const AgentConfig& c) { return c.max_processes; })},
+      {"process_walk_budget", duration([](const AgentConfig& c) { return c.process_walk_budget; })},
+      {"process_walk_max_interval", duration([](const AgentConfig& c) { return c.process_walk_max_interval; })},
       {"log_format", str([](const AgentConfig& c) { return std::string(toString(c.log_format)); })},
       {"log_level", str([](const AgentConfig& c) { return c.log_level; })},
       {"roles.rules", list([](const AgentConfig& c) {

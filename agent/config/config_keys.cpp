@@ -219,15 +219,21 @@ std::vector<KeySpec> makeSpecs() {
                         return ok();
                       }));
   k.push_back(boolKey("smaps", "read smaps_rollup for PSS", [](AgentConfig& c, bool b) { c.smaps = b; }));
-  k.push_back(scalar("pss_max_age", "duration", "a process's PSS is read again at least this often (1s..1h)",
-                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
-                       auto d = durationOf(v.front());
-                       if (!d) return d.error();
-                       if (*d < std::chrono::seconds(1) || *d > std::chrono::hours(1))
-                         return v.front().fail("must be between 1s and 1h");
-                       c.pss_max_age = *d;
-                       return ok();
-                     }));
+  // A duration of the top table within [low, high]; `range` says them as the error does.
+  using std::chrono::milliseconds;
+  auto boundedDuration = [](std::string name, std::string help, milliseconds low, milliseconds high, std::string range,
+                            milliseconds AgentConfig::*field) {
+    return scalar(std::move(name), "duration", std::move(help),
+                  [=](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                    auto d = durationOf(v.front());
+                    if (!d) return d.error();
+                    if (*d < low || *d > high) return v.front().fail("must be between " + range);
+                    c.*field = *d;
+                    return ok();
+                  });
+  };
+  k.push_back(boundedDuration("pss_max_age", "a process's PSS is read again at least this often (1s..1h)",
+                              std::chrono::seconds(1), std::chrono::hours(1), "1s and 1h", &AgentConfig::pss_max_age));
   k.push_back(scalar("pss_step", "size", "a process's PSS is read again when its RSS moves by this much",
                      [](AgentConfig& c, const std::vector<Given>& v) -> Status {
                        auto n = sizeOf(v.front());
@@ -241,6 +247,15 @@ std::vector<KeySpec> makeSpecs() {
                        [](AgentConfig& c, std::uint64_t n) { c.pss_reads_per_second = n; }));
   k.push_back(countKey("max_processes", "processes read per sample; beyond, counted only", 1,
                        [](AgentConfig& c, std::uint64_t n) { c.max_processes = n; }));
+  k.push_back(boundedDuration("process_walk_budget",
+                              "CPU a second for walking every process; beyond, the walks are spread out, the "
+                              "prover's processes and cgroups near a bound still read every sample (0s: every "
+                              "sample walks; 0s..1s)",
+                              milliseconds(0), std::chrono::seconds(1), "0s and 1s",
+                              &AgentConfig::process_walk_budget));
+  k.push_back(boundedDuration("process_walk_max_interval",
+                              "the longest time between two walks of every process (1s..1h)", std::chrono::seconds(1),
+                              std::chrono::hours(1), "1s and 1h", &AgentConfig::process_walk_max_interval));
   k.push_back(enumKey("log_format", "log line format", {"text", "json"}, [](AgentConfig& c, std::size_t i) {
     c.log_format = i == 0 ? LogFormat::kText : LogFormat::kJson;
   }));

@@ -22,6 +22,7 @@
 #include "headroom/controller/prover_budget.h"
 #include "headroom/daemon/early_warning.h"
 #include "headroom/daemon/http_api.h"
+#include "headroom/daemon/walk_pacer.h"
 #include "headroom/daemon/warning_outlet.h"
 #include "headroom/exporter/exporter.h"
 #include "headroom/incidents/kill_path.h"
@@ -43,6 +44,12 @@ namespace headroom {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Between two walks, at most this many processes are read again from /proc (a few files each);
+// more to read: a walk instead.
+constexpr std::size_t kRefreshedAtMost = 64;
+
+WalkPacing walkPacingOf(const AgentConfig& c) { return WalkPacing{c.process_walk_budget, c.process_walk_max_interval}; }
 
 PssPolicy pssPolicyOf(const AgentConfig& c) {
   return PssPolicy{std::chrono::duration_cast<std::chrono::nanoseconds>(c.pss_max_age), c.pss_step,
@@ -155,6 +162,9 @@ struct Agent::Impl {
   void startSensors();
   void sensorsStarted();  // hands the kill path what their start found
   void sample();
+  // Whether this sample must walk every process, whatever the walks cost: a warning in force, a
+  // counted kill whose victim is still to go.
+  bool mustWalk() const;
   // The prover's cgroup is sampled whatever else is watched, and when it holds no process yet
   // (a launch script asks before the prover starts) it is read with its ancestors for the bounds.
   void addBudgetCgroup(RawSample& raw) const;
@@ -188,6 +198,7 @@ struct Agent::Impl {
   // What the sampler remembers of each process between samples: its /proc reads only when due.
   ProcessCache processes_{pssPolicyOf(cfg_)};
   CgroupFileCache cgroup_files_;             // the watched cgroups' files, held open between samples
+  WalkPacer walks_{walkPacingOf(cfg_)};      // which samples walk every process
   std::unique_ptr<WorkloadResolver> names_;  // the workloads' names, learnt as cgroups come
   EarlyWarning early_;                       // time to OOM per bound, and the warnings
   WarningOutlet outlet_;                     // what the warnings set off
@@ -362,6 +373,8 @@ void Agent::Impl::reload() {
   bool sensors_changed = !(cfg->sensors == cfg_.sensors);
   if (cfg->pss_max_age != cfg_.pss_max_age || cfg->pss_step != cfg_.pss_step)
     processes_ = ProcessCache(pssPolicyOf(*cfg));
+  walks_.setPacing(walkPacingOf(*cfg));
+  walks_.forceNext();  // the new settings over every process at once
   budget_.reconfigure(cfg->budget, cfg->role_rules);
   early_.configure(cfg->warning);
   outlet_.configure(cfg->warning.on_warning);
@@ -451,6 +464,10 @@ bool Agent::Impl::fastTick() {
   return warnings(last_snap_.get(), false);
 }
 
+bool Agent::Impl::mustWalk() const {
+  return !last_snap_ || kills_.awaitingVictims() || !early_.forecaster().active().empty();
+}
+
 void Agent::Impl::sample() {
   auto t0 = Clock::now();
   last_sample_start_ = t0;
@@ -471,6 +488,14 @@ void Agent::Impl::sample() {
   if (last_snap_)
     co.exact = processesToSumExactly(
         *last_snap_, [&](const Bound& b) { return early_.near(b); }, ProcessSource::kMaxExact);
+  // Every process while the walks fit their budget (walk_pacer.h). Between two walks the same
+  // processes as the exact sums (the prover's, those of cgroups near a bound) are read again
+  // from /proc, and the last walk's cgroups; more of them than a walk would cost: a walk.
+  co.walk = walks_.due(t0) || mustWalk() || co.exact.size() > kRefreshedAtMost;
+  if (!co.walk) {
+    co.refresh = co.exact;
+    for (const CgroupSnapshot& c : last_snap_->cgroups) co.carried_cgroups.push_back(c.memory.path);
+  }
   auto raw = source_.collector->collect(co);
   if (!raw) {
     ++self_.sample_failures_total;
@@ -484,15 +509,19 @@ void Agent::Impl::sample() {
     last_missing_ = raw->stats.cgroups_missing;
   }
   once_.clear(kSampling, "sampling works again");
-  // CUDA libraries: look in the maps of processes not seen before (bounded by the live set).
-  std::vector<pid_t> fresh;
-  std::vector<pid_t> live;
-  live.reserve(raw->processes.size());
-  for (const ProcessSample& p : raw->processes) live.push_back(p.pid);
-  if (!std::is_sorted(live.begin(), live.end())) std::sort(live.begin(), live.end());  // by pid, as read
-  std::set_difference(live.begin(), live.end(), cuda_checked_.begin(), cuda_checked_.end(), std::back_inserter(fresh));
-  cuda_checked_ = std::move(live);
-  if (!fresh.empty()) sensors_->discoverCuda(fresh);
+  // CUDA libraries: look in the maps of processes not seen before (bounded by the live set), at
+  // each walk.
+  if (co.walk) {
+    std::vector<pid_t> fresh;
+    std::vector<pid_t> live;
+    live.reserve(raw->processes.size());
+    for (const ProcessSample& p : raw->processes) live.push_back(p.pid);
+    if (!std::is_sorted(live.begin(), live.end())) std::sort(live.begin(), live.end());  // by pid, as read
+    std::set_difference(live.begin(), live.end(), cuda_checked_.begin(), cuda_checked_.end(),
+                        std::back_inserter(fresh));
+    cuda_checked_ = std::move(live);
+    if (!fresh.empty()) sensors_->discoverCuda(fresh);
+  }
   if (!cfg_.cgroups.empty()) {
     // Descendants that hold processes appear and go: the filter follows them.
     std::vector<std::string> paths = cfg_.cgroups;
@@ -511,7 +540,10 @@ void Agent::Impl::sample() {
   SensorReadings readings = sensors_->readings(raw->processes);
   addBudgetCgroup(*raw);
   names_->name(*raw);
-  std::shared_ptr<const Snapshot> snap = buildSnapshot(std::move(*raw), roles_, std::move(readings));
+  const ThreadCpu processes_cpu = raw->stats.processes_cpu;
+  std::shared_ptr<const Snapshot> snap = buildSnapshot(std::move(*raw), roles_, std::move(readings), last_snap_.get());
+  // The walk's cost: the processes read, the snapshot made of them.
+  if (co.walk) walks_.walked(t0, std::chrono::nanoseconds((processes_cpu + (threadCpu() - model_start)).total_ns));
   readSelfReport();
   kills_.sample(snap, self_reported_, sensors_->status());
   early_.sample(*snap);
@@ -607,7 +639,10 @@ Status Agent::Impl::run() {
       reload();
       next_sample = Clock::now();  // show the new settings at once
     }
-    if (api_.takeSampleSoon()) next_sample = Clock::now();
+    if (api_.takeSampleSoon()) {
+      next_sample = Clock::now();
+      walks_.forceNext();
+    }
     auto now = Clock::now();
     if (now >= next_sample) {
       sample();
@@ -630,11 +665,17 @@ Status Agent::Impl::run() {
     sensors_->poll(static_cast<int>(wait.count()), wake_.get(), early_.fd());
     // An OOM kill shows on the next scrape, not an interval later; a storm of them does not
     // make the agent sample without pause (at most one extra sample a second).
-    if (consumeEvents() > 0)
+    // That sample walks every process: the victim's neighbours as they are after it.
+    if (consumeEvents() > 0) {
       next_sample =
           std::min(next_sample, last_sample_start_ + std::min<Clock::duration>(cfg_.interval, std::chrono::seconds(1)));
+      walks_.forceNext();
+    }
     // The prover was OOM-killed: its grown margin is published now, not an interval later.
-    if (budget_.takeGrown()) next_sample = Clock::now();
+    if (budget_.takeGrown()) {
+      next_sample = Clock::now();
+      walks_.forceNext();
+    }
     // A warning that starts or ends is published (metrics, budget) at once; between, the warned
     // bounds are read fast and the rest waits for the regular sample.
     if (fastTick()) next_sample = Clock::now();

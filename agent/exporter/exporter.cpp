@@ -11,7 +11,6 @@
 #include "headroom/exporter/exporter.h"
 
 #include <prometheus/client_metric.h>
-#include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/metric_type.h>
 #include <prometheus/text_serializer.h>
@@ -19,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <limits>
@@ -64,12 +64,13 @@ prometheus::MetricType exposedType(MetricType t) {
 // Adds series under a budget; what does not fit is counted, not added. In counting mode (a
 // cgroup or process left out by a cap) every series is counted only. The catalogue is
 // prometheus-cpp's families here (one MetricFamily each, one ClientMetric per series, labels in
-// name order), and the sink is the Collectable they are collected from once per update, for
-// TextSerializer to write the page at the first scrape after it. The families live from one update
-// to the next: a series set again keeps its ClientMetric (its labels are not built again), one
-// not set in an update is taken out when the update ends, and a family's series are sorted by
-// labels again only when some came or went.
-class SeriesSink final : public prometheus::Collectable {
+// name order), published once per update for TextSerializer to write the page at the first
+// scrape after it. The families live from one update to the next: a series set again keeps its
+// ClientMetric (its labels are not built again), one not set in an update is taken out when the
+// update ends, and a family's series are sorted by labels again only when some came or went. A
+// family the update changed nothing in is published as the same object as before, and the page
+// keeps its text.
+class SeriesSink {
  public:
   SeriesSink() : families_(metricCatalog().size()) {
     for (std::size_t rank = 0; rank < families_.size(); ++rank) {
@@ -92,7 +93,10 @@ class SeriesSink final : public prometheus::Collectable {
     added_ = dropped_ = 0;
     counting_only_ = false;
     ++generation_;
-    for (Family& f : families_) f.set = 0;
+    for (Family& f : families_) {
+      f.set = 0;
+      f.changed = false;
+    }
   }
 
   // One series of the family `name`, label values in the catalogue's label order.
@@ -126,12 +130,19 @@ class SeriesSink final : public prometheus::Collectable {
     }
   }
 
-  // The families with series in the update that last ended, in catalogue order.
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    std::vector<prometheus::MetricFamily> out;
+  // The families with series in the update that last ended, in catalogue order, each shared
+  // with the last update's list where this one changed nothing in it (no copy; a page keeps its
+  // text for it).
+  std::vector<std::shared_ptr<const prometheus::MetricFamily>> publish() {
+    std::vector<std::shared_ptr<const prometheus::MetricFamily>> out;
     out.reserve(families_.size());
-    for (const Family& f : families_) {
-      if (!f.family.metric.empty()) out.push_back(f.family);
+    for (Family& f : families_) {
+      if (f.family.metric.empty()) {
+        f.published.reset();
+        continue;
+      }
+      if (f.changed || !f.published) f.published = std::make_shared<const prometheus::MetricFamily>(f.family);
+      out.push_back(f.published);
     }
     return out;
   }
@@ -147,8 +158,10 @@ class SeriesSink final : public prometheus::Collectable {
     prometheus::MetricFamily family;       // name, help, type and the series
     // A series' label values (in label_order, each ended by '\0') -> its slot.
     std::unordered_map<std::string, Slot> index;
-    bool sorted = true;   // `family.metric` by labels, and every slot's place in it
-    std::size_t set = 0;  // series set in this update
+    bool sorted = true;    // `family.metric` by labels, and every slot's place in it
+    std::size_t set = 0;   // series set in this update
+    bool changed = false;  // a series added, dropped or set to another value in this update
+    std::shared_ptr<const prometheus::MetricFamily> published;  // publish()'s copy of `family`
   };
 
   void put(std::string_view name, const std::string_view* values, std::size_t n, double value, bool reserved) {
@@ -177,6 +190,7 @@ class SeriesSink final : public prometheus::Collectable {
       slot.at = metric.size();
       metric.push_back(seriesOf(f, key_));
       f.sorted = false;
+      f.changed = true;
     }
     if (slot.generation != generation_) {
       slot.generation = generation_;
@@ -186,7 +200,10 @@ class SeriesSink final : public prometheus::Collectable {
       return;  // a counter is set once per update; a gauge set twice keeps the last value
     }
     prometheus::ClientMetric& m = metric[slot.at];
-    (info->type == MetricType::kCounter ? m.counter.value : m.gauge.value) = value;
+    double& v = info->type == MetricType::kCounter ? m.counter.value : m.gauge.value;
+    // Bit for bit: a NaN is "unchanged" when it was NaN before too.
+    if (std::memcmp(&v, &value, sizeof value) != 0) f.changed = true;
+    v = value;
   }
 
   // A new series: its labels from its key.
@@ -218,6 +235,7 @@ class SeriesSink final : public prometheus::Collectable {
     }
     metric.erase(metric.begin() + static_cast<std::ptrdiff_t>(kept), metric.end());
     f.sorted = false;  // the slots' places moved
+    f.changed = true;
   }
 
   // Sorts the family's series by labels and points every slot at its series' new place.
@@ -256,6 +274,8 @@ std::string pageOf(const std::vector<prometheus::MetricFamily>& families, std::s
   prometheus::TextSerializer().Serialize(out, families);
   return std::move(out).str();
 }
+
+using Families = std::vector<std::shared_ptr<const prometheus::MetricFamily>>;
 
 // Processes with the same (cgroup, role, comm), summed.
 struct ProcessGroup {
@@ -512,6 +532,10 @@ void emitAgent(SeriesSink& sink, const Snapshot& snap, const AgentSelf& self, st
   sink.add(kSelfReportFailures, {}, num(self.self_report_failures_total));
   sink.add(kUpdateFailures, {}, num(update_failures));
   sink.add(kProcessesTracked, {}, num(snap.stats.processes_read));
+  if (snap.stats.processes_walked_ns > 0)
+    sink.add(
+        kProcessWalkAge, {},
+        static_cast<double>(std::max<std::int64_t>(0, snap.monotonic_time_ns - snap.stats.processes_walked_ns)) / 1e9);
   sink.add(kProcessesSkipped, {}, num(snap.stats.processes_skipped));
   sink.add(kCgroupsMissing, {}, num(snap.stats.cgroups_missing.size()));
 }
@@ -552,9 +576,9 @@ struct Exporter::State {
     double kills = 0;
     double last_timestamp_s = 0;
   };
-  // The last update's families, copied out of the sink (under mu_): a scrape writes them as text
-  // only if no scrape has since the update, and never while an update runs.
-  std::shared_ptr<const std::vector<prometheus::MetricFamily>> families;
+  // The last update's families, out of the sink (under mu_): a scrape writes them as text only if
+  // no scrape has since the update, and never while an update runs.
+  std::shared_ptr<const Families> families;
   std::uint64_t generation = 0;  // updates that gave families
   std::size_t series = 0;        // sample lines render() writes
   std::size_t dropped = 0;
@@ -588,6 +612,9 @@ struct Exporter::State {
   std::mutex render_mu;
   std::string page;
   std::uint64_t page_generation = 0;
+  // Each family's text on the page, by the family it was written from: a family an update did
+  // not change is the same object, and its text is not written again.
+  std::vector<std::pair<std::shared_ptr<const prometheus::MetricFamily>, std::string>> texts;
 };
 
 void Exporter::recordBudget(const BudgetDecision& d) {
@@ -790,7 +817,7 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     if (series_slot) sink.addReserved(kSeries, num(series));
 
     sink.end();
-    auto families = std::make_shared<const std::vector<prometheus::MetricFamily>>(sink.Collect());
+    auto families = std::make_shared<const Families>(sink.publish());
     std::lock_guard<std::mutex> lock(mu_);
     state_->families = std::move(families);
     ++state_->generation;
@@ -808,7 +835,7 @@ std::string Exporter::render(double last_scrape_duration_s) const {
   bool scrape_slot = false;
   {
     std::lock_guard<std::mutex> rendering(state_->render_mu);
-    std::shared_ptr<const std::vector<prometheus::MetricFamily>> families;
+    std::shared_ptr<const Families> families;
     std::uint64_t generation = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -817,8 +844,29 @@ std::string Exporter::render(double last_scrape_duration_s) const {
       scrape_slot = state_->scrape_slot;
     }
     if (families && generation != state_->page_generation) {
-      // Room for the last page and some.
-      state_->page = pageOf(*families, state_->page.size() + state_->page.size() / 8 + 4096);
+      // Each family written anew only where the update changed it (families come in catalogue
+      // order, so the last page's texts are walked alongside).
+      auto& texts = state_->texts;
+      std::vector<std::pair<std::shared_ptr<const prometheus::MetricFamily>, std::string>> next;
+      next.reserve(families->size());
+      std::size_t old = 0;
+      for (const auto& family : *families) {
+        std::size_t j = old;
+        while (j < texts.size() && texts[j].first->name != family->name) ++j;
+        if (j < texts.size()) {
+          old = j + 1;
+          if (texts[j].first == family) {
+            next.emplace_back(family, std::move(texts[j].second));
+            continue;
+          }
+        }
+        next.emplace_back(family, pageOf({*family}, 4096));
+      }
+      texts = std::move(next);
+      std::string page;
+      page.reserve(state_->page.size() + state_->page.size() / 8 + 4096);  // room for the last page and some
+      for (const auto& [family, text] : texts) page += text;
+      state_->page = std::move(page);
       state_->page_generation = generation;
     }
     out.reserve(state_->page.size() + 256);

@@ -45,6 +45,7 @@ inline constexpr const char* kScrapeDuration = "headroom_scrape_duration_seconds
 inline constexpr const char* kSeries = "headroom_series";
 inline constexpr const char* kSeriesDropped = "headroom_series_dropped";
 inline constexpr const char* kProcessesTracked = "headroom_processes_tracked";
+inline constexpr const char* kProcessWalkAge = "headroom_process_walk_age_seconds";
 inline constexpr const char* kProcessesSkipped = "headroom_processes_skipped";
 inline constexpr const char* kCgroupsMissing = "headroom_watched_cgroups_missing";
 // Probe (POST /v1/probe).

@@ -108,7 +108,11 @@ std::vector<MetricInfo> buildCatalog() {
       {kScrapeDuration, kG, {}, "Duration of the previous scrape's rendering, in seconds."},
       {kSeries, kG, {}, "Series exported by the last update, this one included."},
       {kSeriesDropped, kG, {}, "Series the caps (max_cgroups, max_series) left out of the last update."},
-      {kProcessesTracked, kG, {}, "Processes read in the last sample."},
+      {kProcessesTracked, kG, {}, "Processes read in the last walk of every process."},
+      {kProcessWalkAge,
+       kG,
+       {},
+       "Age of the per-process figures: seconds from the last walk of every process to the sample."},
       {kProcessesSkipped, kG, {}, "Processes seen but not read in the last sample (over the process cap)."},
       {kCgroupsMissing, kG, {}, "Watched cgroups (config key cgroups) that did not exist at the last sample."},
       // probe

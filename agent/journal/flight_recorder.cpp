@@ -78,6 +78,10 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
   const std::int64_t now = snap.monotonic_time_ns != 0 ? snap.monotonic_time_ns : snap.wall_time_ns;
   std::size_t taken = 0;
   std::vector<std::size_t> largest;
+  // Every process's RSS by index, read once: the sorts below compare these, not the processes.
+  std::vector<std::uint64_t> rss;
+  rss.reserve(snap.processes.size());
+  for (const ProcessSnapshot& q : snap.processes) rss.push_back(q.attribution.rss);
   for (const CgroupSnapshot& c : snap.cgroups) {
     if (taken == max_cgroups_) break;
     ++taken;
@@ -100,7 +104,7 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
     for (std::size_t i : c.processes) {
       if (i < snap.processes.size()) largest.push_back(i);
     }
-    const auto rssOf = [&](std::size_t i) { return snap.processes[i].attribution.rss; };
+    const auto rssOf = [&](std::size_t i) { return rss[i]; };
     const auto keep = static_cast<std::ptrdiff_t>(std::min(largest.size(), kFlightProcesses));
     std::partial_sort(largest.begin(), largest.begin() + keep, largest.end(),
                       [&](std::size_t a, std::size_t b) { return rssOf(a) != rssOf(b) ? rssOf(a) > rssOf(b) : a < b; });

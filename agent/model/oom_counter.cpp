@@ -58,7 +58,8 @@ std::vector<OomEvent> OomCounterWatch::update(const Snapshot* previous, const Sn
     for (const ProcessSnapshot& p : it->candidates) {
       if (goneFrom(p, now) && named.count(p.sample.pid) == 0) gone.push_back(&p);
     }
-    if (!gone.empty() || --it->samples_left <= 0) {
+    // Carried processes cannot have gone: such a sample does not count against the wait.
+    if (!gone.empty() || (!now.stats.processes_carried && --it->samples_left <= 0)) {
       inferVictims(it->event, gone, it->event.counted_kills, it->event.counter_cgroup);
       for (const OomVictim& v : it->event.victims) named.insert(v.pid);
       out.push_back(std::move(it->event));

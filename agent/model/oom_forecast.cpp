@@ -419,13 +419,25 @@ std::vector<BoundReading> boundReadings(const Snapshot& snap, std::size_t proces
   // few picked among them; only those are copied out.
   std::unordered_map<std::string_view, const CgroupSnapshot*> by_path;
   for (const CgroupSnapshot& c : snap.cgroups) by_path.emplace(c.memory.path, &c);
+  // Each bound's list found once per cgroup: a cgroup's processes come in a row, sharing its path.
   std::map<std::string_view, std::vector<std::size_t>> under;
+  std::vector<std::vector<std::size_t>*> lists;
+  const SharedString* last = nullptr;
+  std::vector<std::uint64_t> rss;  // by index, read once: the sorts below compare these
+  rss.reserve(snap.processes.size());
   for (std::size_t i = 0; i < snap.processes.size(); ++i) {
-    auto it = by_path.find(snap.processes[i].cgroup.str());
-    if (it == by_path.end()) continue;
-    for (const Bound& b : it->second->bounds) under[b.name].push_back(i);
+    const ProcessSnapshot& p = snap.processes[i];
+    rss.push_back(p.attribution.rss);
+    if (last == nullptr || !last->sharesWith(p.cgroup)) {
+      last = &p.cgroup;
+      lists.clear();
+      auto it = by_path.find(p.cgroup.str());
+      if (it != by_path.end())
+        for (const Bound& b : it->second->bounds) lists.push_back(&under[b.name]);
+    }
+    for (std::vector<std::size_t>* l : lists) l->push_back(i);
   }
-  const auto rssOf = [&](std::size_t i) { return snap.processes[i].attribution.rss; };
+  const auto rssOf = [&](std::size_t i) { return rss[i]; };
   std::vector<BoundReading> v;
   v.reserve(out.size());
   for (auto& [name, r] : out) {

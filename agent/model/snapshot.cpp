@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "headroom/model/snapshot.h"
 
@@ -89,6 +90,22 @@ void shareOverhead(ProcessAttribution& pa, const ProcessSample& p, const Overhea
                              : "own VmPTE + kernel stacks by thread share + other kernel memory by RSS share (no PSS)";
 }
 
+// Between two walks the sample read a few processes: the counts of what the processes were are
+// the walk's, what this sample read (the files, the cost, the refreshed) its own.
+void carryWalkFigures(CollectStats& now, const CollectStats& walk) {
+  now.processes_seen = walk.processes_seen;
+  now.processes_read = walk.processes_read;
+  now.processes_vanished = walk.processes_vanished;
+  now.processes_failed = walk.processes_failed;
+  now.processes_skipped = walk.processes_skipped;
+  now.processes_without_pss = walk.processes_without_pss;
+  now.processes_pss_pending = walk.processes_pss_pending;
+  now.kernel_threads = walk.kernel_threads;
+  now.processes_outside_mount = walk.processes_outside_mount;
+  now.process_source = walk.process_source;
+  now.processes_walked_ns = walk.processes_walked_ns;
+}
+
 }  // namespace
 
 std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
@@ -103,7 +120,8 @@ std::uint64_t reclaimableBytes(const CgroupMemory& cg) {
   return lru > busy ? lru - busy : 0;
 }
 
-std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors) {
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors,
+                                              const Snapshot* carry_from) {
   auto snap = std::make_shared<Snapshot>();
   snap->wall_time_ns = raw.wall_time_ns;
   snap->monotonic_time_ns = raw.monotonic_time_ns;
@@ -127,7 +145,21 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   std::unordered_map<std::string, Placement> placements;
   std::vector<SharedString> watched;  // one path for all the processes attributed to it
   watched.reserve(raw.cgroups.size());
-  for (const CgroupMemory& cg : raw.cgroups) watched.emplace_back(cg.path);
+  // Between walks, the paths the carried processes hold already: a carried process attributed to
+  // the same cgroup as before stays as it was (shared, not copied).
+  std::unordered_map<std::string_view, SharedString> known;
+  if (raw.stats.processes_carried && carry_from != nullptr) {
+    const SharedString* previous = nullptr;
+    for (const ProcessSnapshot& p : carry_from->processes) {
+      if (previous != nullptr && previous->sharesWith(p.cgroup)) continue;
+      known.try_emplace(p.cgroup.str(), p.cgroup);
+      previous = &p.cgroup;
+    }
+  }
+  for (const CgroupMemory& cg : raw.cgroups) {
+    auto it = known.find(cg.path);
+    watched.push_back(it != known.end() ? it->second : SharedString(cg.path));
+  }
   // The processes of a cgroup mostly come in a row, naming it with the same shared path: the
   // last placement is tried first.
   SharedString last_path;
@@ -146,19 +178,13 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
     return *(last = &placements.emplace(path, std::move(pl)).first->second);
   };
-  std::vector<const Placement*> placed_at;  // each process's, by index
-  placed_at.reserve(raw.processes.size());
-
-  snap->processes.reserve(raw.processes.size());
-  for (auto& raw_process : raw.processes) {
-    // Made in place, the sample moved in first: no whole ProcessSnapshot moved per process.
+  // A process read this sample: made in place, the sample moved in first (no whole
+  // ProcessSnapshot moved per process), with its role, visible figures and the sensors' overlay.
+  auto make = [&](ProcessSample&& sample) {
     ProcessSnapshot& ps = snap->processes.emplace_back();
-    ps.sample = std::move(raw_process);
+    ps.sample = std::move(sample);
     const ProcessSample& p = ps.sample;
     ps.role = roles.matchSampled(p.pid, raw.self_pid, p.comm, p.cmdline, p.memory_cgroup);
-    const Placement& placed = placementOf(p.memory_cgroup);
-    ps.cgroup = placed.deepest;
-    placed_at.push_back(&placed);
     ps.attribution = visibleOf(p);
     if (auto it = sensors.activity.find(p.pid); it != sensors.activity.end()) ps.activity = it->second;
     if (auto it = sensors.gpu.find(p.pid); it != sensors.gpu.end()) {
@@ -176,6 +202,53 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
       ps.attribution.device_bytes = g.device_live;
       ps.attribution.device_peak_bytes = g.device_peak;
     }
+  };
+  // Which processes were made from this sample's readings (their overhead shares are worked out
+  // below); the others are carried from the last walk as they were.
+  std::vector<bool> fresh;
+  // Every carried process at the index it had (none gone, none added): the last order by size
+  // holds but for the processes read again.
+  bool same_places = false;
+  if (raw.stats.processes_carried && carry_from != nullptr) {
+    same_places = true;
+    carryWalkFigures(snap->stats, carry_from->stats);
+    std::unordered_map<pid_t, std::size_t> read_now;
+    for (std::size_t j = 0; j < raw.processes.size(); ++j) read_now.emplace(raw.processes[j].pid, j);
+    const std::unordered_set<pid_t> asked(raw.refreshed.begin(), raw.refreshed.end());
+    snap->processes.reserve(carry_from->processes.size());
+    for (std::size_t i = 0; i < carry_from->processes.size(); ++i) {
+      const pid_t pid = carry_from->processes[i].sample.pid;
+      if (!asked.contains(pid)) {
+        snap->processes.push_shared(carry_from->processes.shared(i));
+        fresh.push_back(false);
+        continue;
+      }
+      auto it = read_now.find(pid);
+      if (it == read_now.end()) {  // gone (or moved out of the watched cgroups)
+        same_places = false;
+        continue;
+      }
+      make(std::move(raw.processes[it->second]));
+      fresh.push_back(true);
+      read_now.erase(it);
+    }
+    for (auto& [pid, j] : read_now) {  // asked for and not in the last walk's list (none, as a rule)
+      make(std::move(raw.processes[j]));
+      fresh.push_back(true);
+      same_places = false;
+    }
+  } else {
+    snap->processes.reserve(raw.processes.size());
+    for (auto& raw_process : raw.processes) make(std::move(raw_process));
+    fresh.assign(snap->processes.size(), true);
+  }
+  std::vector<const Placement*> placed_at;  // each process's, by index
+  placed_at.reserve(snap->processes.size());
+  for (std::size_t i = 0; i < snap->processes.size(); ++i) {
+    const Placement& placed = placementOf(std::as_const(snap->processes)[i].sample.memory_cgroup);
+    placed_at.push_back(&placed);
+    // A carried process is copied only when the cgroup it is attributed to changed.
+    if (std::as_const(snap->processes)[i].cgroup != placed.deepest) snap->processes[i].cgroup = placed.deepest;
   }
 
   // Every cgroup read, watched or ancestor, by path: each watched cgroup asks for each of its
@@ -199,17 +272,30 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     }
   }
 
-  // Each watched cgroup's processes by PSS, largest first, ties in pid order as read: one sort of
+  // Each watched cgroup's processes by PSS, largest first, ties in pid order as read: one order of
   // every process (on the figures beside their indices), dealt out to the cgroups in that order.
-  std::vector<std::pair<std::uint64_t, std::size_t>> by_pss;
-  by_pss.reserve(snap->processes.size());
-  for (std::size_t i = 0; i < snap->processes.size(); ++i) by_pss.emplace_back(pssOrRss(snap->processes[i].sample), i);
-  std::sort(by_pss.begin(), by_pss.end(),
-            [](const auto& x, const auto& y) { return x.first != y.first ? x.first > y.first : x.second < y.second; });
+  // Between two walks with every process in its place, the last order with those read again
+  // moved to where they now belong; else one sort.
+  std::vector<std::uint64_t> pss(snap->processes.size());
+  for (std::size_t i = 0; i < pss.size(); ++i) pss[i] = pssOrRss(std::as_const(snap->processes)[i].sample);
+  const auto larger = [&](std::size_t x, std::size_t y) { return pss[x] != pss[y] ? pss[x] > pss[y] : x < y; };
+  std::vector<std::size_t> order;
+  if (same_places && carry_from->by_size && carry_from->by_size->size() == pss.size()) {
+    order = *carry_from->by_size;
+    std::erase_if(order, [&](std::size_t i) { return fresh[i]; });
+    for (std::size_t i = 0; i < fresh.size(); ++i) {
+      if (fresh[i]) order.insert(std::lower_bound(order.begin(), order.end(), i, larger), i);
+    }
+  } else {
+    order.resize(pss.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), larger);
+  }
   std::vector<std::vector<std::size_t>> members(raw.cgroups.size());
-  for (const auto& [pss, i] : by_pss) {
+  for (std::size_t i : order) {
     for (std::size_t ci : placed_at[i]->within) members[ci].push_back(i);
   }
+  snap->by_size = std::make_shared<const std::vector<std::size_t>>(std::move(order));
 
   for (std::size_t ci = 0; ci < raw.cgroups.size(); ++ci) {
     CgroupMemory& cg = raw.cgroups[ci];
@@ -217,7 +303,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     std::vector<const ProcessSample*> subtree;
     cs.processes = std::move(members[ci]);
     subtree.reserve(cs.processes.size());
-    for (std::size_t i : cs.processes) subtree.push_back(&snap->processes[i].sample);
+    for (std::size_t i : cs.processes) subtree.push_back(&std::as_const(snap->processes)[i].sample);
     cs.attribution = attributeCgroup(cg, subtree);
 
     cs.bounds = std::move(bounds[ci]);
@@ -238,12 +324,14 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
     const CgroupSnapshot& cs = snap->cgroups[ci];
     Overhead overhead = overheadOf(cs.attribution);
     for (std::size_t i : cs.processes) {
-      overhead.threads += snap->processes[i].sample.status.threads;
-      overhead.pss += pssOrRss(snap->processes[i].sample);
+      const ProcessSample& p = std::as_const(snap->processes)[i].sample;
+      overhead.threads += p.status.threads;
+      overhead.pss += pssOrRss(p);
     }
     for (std::size_t i : cs.processes) {
+      if (!fresh[i] || std::as_const(snap->processes)[i].cgroup != watched[ci]) continue;
       ProcessSnapshot& ps = snap->processes[i];
-      if (ps.cgroup == watched[ci]) shareOverhead(ps.attribution, ps.sample, overhead);
+      shareOverhead(ps.attribution, ps.sample, overhead);
     }
   }
 

@@ -56,6 +56,9 @@ std::unordered_map<__u32, V> dumpByTgid(int fd) {
   return out;
 }
 
+// Up to this many processes, the maps are read a key at a time rather than whole.
+constexpr std::size_t kKeyByKey = 64;
+
 }  // namespace
 
 // A process's page faults: its total of ended runs plus the runs still open on each CPU.
@@ -185,7 +188,17 @@ SensorReadings Sensors::readings(const std::vector<ProcessSample>& processes) co
   std::unordered_map<__u32, gpu_mem> gpus;
   std::optional<std::unordered_map<pid_t, TaskCounters>> carried;
   if (m.tasks) carried = m.tasks->takeCounters();
-  if (!carried) {
+  if (!carried && processes.size() <= kKeyByKey) {
+    // A few processes (those read again between two walks): a lookup each.
+    const int activity_fd = bpf_map__fd(m.skel->maps.proc_activity), gpu_fd = bpf_map__fd(m.skel->maps.gpu_mem);
+    for (const ProcessSample& p : processes) {
+      auto key = static_cast<__u32>(p.pid);
+      proc_activity pa{};
+      gpu_mem g{};
+      if (activity_fd >= 0 && bpf_map_lookup_elem(activity_fd, &key, &pa) == 0) activities.emplace(key, pa);
+      if (gpu_fd >= 0 && bpf_map_lookup_elem(gpu_fd, &key, &g) == 0) gpus.emplace(key, g);
+    }
+  } else if (!carried) {
     activities = dumpByTgid<proc_activity>(bpf_map__fd(m.skel->maps.proc_activity));
     gpus = dumpByTgid<gpu_mem>(bpf_map__fd(m.skel->maps.gpu_mem));
   }

@@ -110,6 +110,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     return raw;
   }
   std::set<std::string> watched(scopes.begin(), scopes.end());
+  const std::set<std::string> scopes_set(scopes.begin(), scopes.end());
   // Each memory cgroup a process names, placed once a sample: its path under the mount (or
   // nothing: another namespace's), and whether it is in scope. Most processes share a few.
   struct Placement {
@@ -183,10 +184,24 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   const ThreadCpu cpu_processes = threadCpu();
   if (opts.cache) {
     opts.cache->beginSample(now);
-    raw.processes.reserve(opts.cache->size() + opts.cache->size() / 8 + 16);
+    if (opts.walk) raw.processes.reserve(opts.cache->size() + opts.cache->size() / 8 + 16);
   }
   bool listed = false;
-  if (opts.cache && opts.source) {
+  if (!opts.walk) {
+    // Between two walks: the processes asked for, from /proc (a few: the cost of a walk is
+    // what this saves), the cache kept whole for the next walk.
+    listed = true;
+    stats.processes_carried = true;
+    raw.refreshed = opts.refresh;
+    for (pid_t pid : opts.refresh) {
+      const std::size_t before = raw.processes.size();
+      take(pid, opts.cache ? readProcessCached(*fs_, pid, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads)
+                           : readProcess(*fs_, pid, opts.read_smaps, inScope));
+      stats.processes_refreshed += raw.processes.size() - before;
+    }
+    for (const std::string& c : opts.carried_cgroups) watched.insert(c);
+  }
+  if (opts.walk && opts.cache && opts.source) {
     opts.source->sumExactly(opts.exact);
     auto tasks = opts.source->read();
     if (tasks) {
@@ -219,7 +234,8 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
                            : readProcess(*fs_, pid, opts.read_smaps, inScope));
     }
   }
-  if (opts.cache) opts.cache->forget();
+  if (opts.cache && opts.walk) opts.cache->forget();
+  if (opts.walk) stats.processes_walked_ns = now;
   for (const auto& [own, pl] : placed) {
     if (pl.path && pl.in_scope) watched.insert(*pl.path);
   }
@@ -239,7 +255,11 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
   for (const std::string& path : watched) {
     auto cg = readCgroup(path);
     if (!cg) {
-      stats.warnings.push_back(cg.error().wrap(fmt::format("cgroup {}", path)).describe());
+      // A cgroup of the last walk's processes removed since (all of them gone) is not an error.
+      const bool carried_gone =
+          cg.error().kind == ErrorKind::kNotFound && !scopes_set.contains(path) &&
+          std::find(opts.carried_cgroups.begin(), opts.carried_cgroups.end(), path) != opts.carried_cgroups.end();
+      if (!carried_gone) stats.warnings.push_back(cg.error().wrap(fmt::format("cgroup {}", path)).describe());
       continue;
     }
     raw.cgroups.push_back(std::move(*cg));

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -273,6 +274,89 @@ TEST(Agent, SighupReloadsRoleRulesLive) {
   text = agent.metrics();
   EXPECT_GE(metric(text, "headroom_sensor_events_total").value_or(0), events);
   EXPECT_EQ(metric(text, "headroom_sensor_state", {{"sensor", "oom"}, {"state", "active"}}), 1.0);
+}
+
+// With walks dearer than their budget (here any walk: 1 ms of CPU a second), the samples between
+// two walks read the prover's processes again and carry the others from the last walk: the
+// prover's growth shows at the next sample, its neighbour's at the next walk.
+TEST(Agent, BetweenWalksTheProverIsReadEverySampleAndItsNeighbourAtTheNextWalk) {
+  SKIP_WITHOUT_ROOT();
+  auto sb = CgroupSandbox::create("agent-walks");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  constexpr std::uint64_t kTouch = 32 * kMiB;
+  auto prover =
+      spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(4 * kMiB), "--touch-per-line", std::to_string(kTouch)},
+                 sb->procsFile());
+  auto neighbour =
+      spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(6 * kMiB), "--touch-per-line", std::to_string(kTouch)},
+                 sb->procsFile());
+  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--process-walk-budget", "1ms",
+               "--process-walk-max-interval", "1h", "--role-rule", fmt::format("prover=cmdline:--anon {} ", 4 * kMiB)});
+  ASSERT_TRUE(agent.waitHealthy());
+  struct Seen {
+    bool carried = false;
+    std::uint64_t prover = 0, neighbour = 0;
+    std::string prover_role;
+  };
+  auto look = [&]() -> std::optional<Seen> {
+    auto r = httpGet(agent.port(), "/v1/snapshot");
+    if (r.status != 200) return std::nullopt;
+    auto j = nlohmann::json::parse(r.body);
+    Seen s;
+    s.carried = j["stats"]["processes_carried"].get<bool>();
+    for (const auto& p : j["processes"]) {
+      if (p["pid"] == prover.pid()) {
+        s.prover = p["rss_anon_bytes"].get<std::uint64_t>();
+        s.prover_role = p["role"].get<std::string>();
+      }
+      if (p["pid"] == neighbour.pid()) s.neighbour = p["rss_anon_bytes"].get<std::uint64_t>();
+    }
+    if (s.prover == 0 || s.neighbour == 0) return std::nullopt;
+    return s;
+  };
+  // The first snapshot that `done` accepts, within `limit`.
+  auto lookUntil = [&](const std::function<bool(const Seen&)>& done, Clock::duration limit) {
+    std::optional<Seen> s;
+    const auto until = Clock::now() + limit;
+    while (Clock::now() < until) {
+      s = look();
+      if (s && done(*s)) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    return s && done(*s) ? s : std::nullopt;
+  };
+  std::optional<Seen> before = lookUntil([](const Seen&) { return true; }, 60s);
+  ASSERT_TRUE(before) << "both processes in a walk";
+  EXPECT_EQ(before->prover_role, "prover");
+
+  // Both grow at once; a sample between two walks shows the prover's growth and not yet the
+  // neighbour's. (A walk can fall between the touch and the next sample: then both show, and
+  // the test grows them again.)
+  bool seen_between = false;
+  for (int round = 0; round < 5 && !seen_between; ++round) {
+    ASSERT_TRUE(prover.writeLine(""));
+    ASSERT_TRUE(neighbour.writeLine(""));
+    ASSERT_EQ(prover.readLine().value_or(""), "touched");
+    ASSERT_EQ(neighbour.readLine().value_or(""), "touched");
+    const std::uint64_t grown = before->prover + kTouch - 2 * kMiB;
+    auto now = lookUntil([&](const Seen& s) { return s.prover >= grown; }, 30s);
+    ASSERT_TRUE(now) << "the prover's growth, read between walks or at one";
+    if (now->carried) {
+      seen_between = true;
+      EXPECT_EQ(now->neighbour, before->neighbour) << "the neighbour as the last walk saw it";
+    }
+    before = now;
+  }
+  ASSERT_TRUE(seen_between) << "five rounds, each with a walk between the touch and the next sample";
+  auto age = metric(agent.metrics(), "headroom_process_walk_age_seconds");
+  ASSERT_TRUE(age);
+  EXPECT_GE(*age, 0.0);
+
+  // An asked-for walk (SIGHUP's reload walks at once) shows the neighbour as it is.
+  const std::uint64_t neighbour_grown = before->neighbour + kTouch - 2 * kMiB;
+  agent.child().kill(SIGHUP);
+  EXPECT_TRUE(lookUntil([&](const Seen& s) { return s.neighbour >= neighbour_grown; }, 30s))
+      << "the neighbour's growth at the next walk";
 }
 
 TEST(Agent, TellsSystemdReadyWatchdogAndStopping) {

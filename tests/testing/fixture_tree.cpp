@@ -216,6 +216,28 @@ void FixtureTree::cgroupV2(std::string_view path, std::uint64_t current, std::st
 }
 
 // A v1 proving host: /proving (8 GiB limit) holds the prover and a co-located neighbour.
+FakeProcess provingProver(std::uint64_t anon) {
+  FakeProcess prover;
+  prover.pid = 100;
+  prover.comm = "cuzk";
+  prover.memory_cgroup = "/proving/prover";
+  prover.rss_anon = prover.pss_anon = anon;
+  prover.vm_pte = 8ULL << 20;
+  prover.threads = 18;
+  return prover;
+}
+
+FakeProcess provingCurio(std::uint64_t anon) {
+  FakeProcess curio;
+  curio.pid = 101;
+  curio.comm = "curio";
+  curio.cmdline = "curio run --layers=gui";
+  curio.memory_cgroup = "/proving/curio";
+  curio.rss_anon = curio.pss_anon = anon;
+  curio.rss_shmem = curio.pss_shmem = 256ULL << 20;
+  return curio;
+}
+
 void provingHostV1(const FixtureTree& t) {
   constexpr std::uint64_t kMiB = 1ULL << 20;
   constexpr std::uint64_t kGiB = 1ULL << 30;
@@ -226,22 +248,8 @@ void provingHostV1(const FixtureTree& t) {
   t.cgroupV1("/proving", 5 * kGiB, 8 * kGiB, 4 * kGiB, 900 * kMiB, 256 * kMiB, 100 * kMiB);
   t.cgroupV1("/proving/prover", 4 * kGiB, kV1Max, 3900 * kMiB, 50 * kMiB, 0, 50 * kMiB);
   t.cgroupV1("/proving/curio", 1 * kGiB, kV1Max, 100 * kMiB, 850 * kMiB, 256 * kMiB, 50 * kMiB);
-  FakeProcess prover;
-  prover.pid = 100;
-  prover.comm = "cuzk";
-  prover.memory_cgroup = "/proving/prover";
-  prover.rss_anon = prover.pss_anon = 3900 * kMiB;
-  prover.vm_pte = 8 * kMiB;
-  prover.threads = 18;
-  t.process(prover);
-  FakeProcess curio;
-  curio.pid = 101;
-  curio.comm = "curio";
-  curio.cmdline = "curio run --layers=gui";
-  curio.memory_cgroup = "/proving/curio";
-  curio.rss_anon = curio.pss_anon = 100 * kMiB;
-  curio.rss_shmem = curio.pss_shmem = 256 * kMiB;
-  t.process(curio);
+  t.process(provingProver(3900 * kMiB));
+  t.process(provingCurio(100 * kMiB));
   FakeProcess sshd;
   sshd.pid = 102;
   sshd.comm = "sshd";

@@ -81,6 +81,10 @@ class FixtureTree {
 // pid 100, 3900 MiB anon, 8 MiB page tables, 18 threads) and /proving/curio (curio, pid 101,
 // 256 MiB shmem); 16 GiB RAM, 8 GiB available; pid 103 vanished, pid 2 a kernel thread.
 void provingHostV1(const FixtureTree& t);
+// Its prover and curio, with `anon` bytes of anonymous memory (3900 MiB and 100 MiB there): a
+// test writes them again to have them grow.
+FakeProcess provingProver(std::uint64_t anon);
+FakeProcess provingCurio(std::uint64_t anon);
 // provingHostV1 collected and built into a Snapshot with these role rules ("ROLE=KIND:VALUE").
 std::shared_ptr<const Snapshot> provingSnapshot(const FixtureTree& t, const std::vector<std::string>& rules = {});
 // The host's prover (cuzk, pid 100, /proving/prover) OOM-killed as mark_victim tells it, at

@@ -29,6 +29,7 @@ class CountedOoms {
   void prime(std::map<std::string, std::uint64_t> counts, bool tell, std::map<std::string, std::uint64_t> found);
   // Each sampled cgroup's count at the last update.
   const std::map<std::string, std::uint64_t>& counts() const { return watch_.counts(); }
+  bool waiting() const { return watch_.waiting(); }
 
  private:
   OomCounterWatch watch_;

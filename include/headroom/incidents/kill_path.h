@@ -94,6 +94,9 @@ class KillPath {
   const CatchUpFigures& catchUp() const { return catch_up_; }
 
   const KillBoard& board() const { return board_; }
+  // A kill the cgroups' counters told waits for its victim to be gone from a walk of every
+  // process (the sampler walks at the next sample).
+  bool awaitingVictims() const { return counted_.waiting(); }
   // The journal's and the events' figures, for /metrics.
   void addFigures(AgentSelf& self) const;
   // Whether a kill was warned of (its record's `warning`), asked once for each kill seen live;

@@ -21,7 +21,8 @@ std::optional<std::uint64_t> localOomKills(const CgroupMemory& cg);
 // victims inferred (OomVictim::inferred) from the processes of that cgroup in the previous
 // sample that are gone now, the largest first, one per kill. When none is gone yet (the counter
 // was read while the victim was still exiting), the event waits for up to two more samples for
-// one of them to go, then is told with what there is. The first sample only sets the baseline;
+// one of them to go, then is told with what there is (a sample whose processes were carried from
+// the last walk, Snapshot::stats.processes_carried, is not counted). The first sample only sets the baseline;
 // a cgroup seen for the first time starts from its count.
 class OomCounterWatch {
  public:
@@ -32,6 +33,8 @@ class OomCounterWatch {
   void prime(std::map<std::string, std::uint64_t> counts);
   // Each sampled cgroup's count at the last update (0s included).
   const std::map<std::string, std::uint64_t>& counts() const { return last_; }
+  // Kills whose victims are still to go (they wait for a sample that walked every process).
+  bool waiting() const { return !deferred_.empty(); }
 
  private:
   struct Deferred {

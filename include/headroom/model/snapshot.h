@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "headroom/model/process_list.h"
 #include "headroom/model/roles.h"
 #include "headroom/sensors/oom_event.h"
 #include "headroom/sensors/readings.h"
@@ -103,6 +104,8 @@ struct ProcessSnapshot {
   std::optional<ProcessActivity> activity;  // from the BPF sensors, when they run
 };
 
+using ProcessList = SharedList<ProcessSnapshot>;
+
 // One limit that bounds a cgroup: its own, an ancestor's, or the host's MemAvailable.
 struct Bound {
   std::string name;  // cgroup path, or "host"
@@ -145,7 +148,11 @@ struct Snapshot {
   std::string memory_mount;
   HostSnapshot host;
   std::vector<CgroupSnapshot> cgroups;  // by usage descending
-  std::vector<ProcessSnapshot> processes;
+  // In pid order (a walk's), each shared with the snapshots it did not change in.
+  ProcessList processes;
+  // Indices into `processes` by PSS (RSS where PSS is unknown) descending, ties by index: the
+  // order each cgroup's `processes` is in (kept from one snapshot to the next between walks).
+  std::shared_ptr<const std::vector<std::size_t>> by_size;
   pid_t self_pid = 0;
   std::optional<pid_t> focus_pid;
   CollectStats stats;
@@ -182,7 +189,11 @@ struct OomWorkloads {
 
 // Builds the snapshot from one collection and what the sensors knew of it. Each cgroup's
 // workload: the sample's (raw.workloads, names included), else its identity from the path.
-std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {});
+// A collection between two walks (raw.stats.processes_carried) takes its processes from
+// `carry_from` (the last snapshot): shared, those read again (raw.refreshed) replaced or, gone,
+// dropped; the carried keep the figures, roles and overhead shares of their walk.
+std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {},
+                                              const Snapshot* carry_from = nullptr);
 
 // The processes whose RSS must be exact at the next sample where the per-process source
 // approximates it (ProcessSource::sumExactly), at most `max`: the prover's, then those of the

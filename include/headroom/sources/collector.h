@@ -47,6 +47,12 @@ struct CollectOptions {
   // With `source`: the processes whose figures must be exact (ProcessSource::sumExactly), those
   // that matter most first.
   std::vector<pid_t> exact;
+  // false: a sample between two walks of every process. Only the processes in `refresh` are read
+  // (from /proc, with the cache: the prover's), the rest are the last walk's (buildSnapshot
+  // carries them); the cgroups read are the watched ones and `carried_cgroups` (the last walk's).
+  bool walk = true;
+  std::vector<pid_t> refresh;
+  std::vector<std::string> carried_cgroups;
 };
 
 struct CollectStats {
@@ -67,6 +73,11 @@ struct CollectStats {
   // What this sample cost the sampling thread: the processes (the task iterator or /proc), and
   // the rest (meminfo, PSI, the cgroups' files).
   ThreadCpu processes_cpu, cgroups_cpu;
+  // A sample between two walks (CollectOptions::walk false): the processes are the last walk's,
+  // but for those read again (processes_refreshed); the counts above are then the walk's.
+  bool processes_carried = false;
+  std::size_t processes_refreshed = 0;
+  std::int64_t processes_walked_ns = 0;  // CLOCK_MONOTONIC of the walk the processes are from
   std::vector<std::string> warnings;
 };
 
@@ -83,6 +94,9 @@ struct RawSample {
   std::vector<CgroupMemory> cgroups;              // the watched cgroups
   std::map<std::string, CgroupMemory> ancestors;  // their ancestors, by path (bounds)
   std::vector<ProcessSample> processes;           // every process in a watched cgroup's subtree
+  // Between two walks (stats.processes_carried): every pid asked for (CollectOptions::refresh),
+  // read again (in `processes`) or gone; the snapshot carries the rest.
+  std::vector<pid_t> refreshed;
   // The watched cgroups' workloads by path, where their names were looked up
   // (WorkloadResolver::name); a cgroup without one is known by its path alone.
   std::unordered_map<std::string, Workload> workloads;

@@ -59,6 +59,8 @@ pss_max_age = "2m"
 pss_step = "16MiB"
 pss_reads_per_second = 200
 max_processes = 500
+process_walk_budget = "2ms"
+process_walk_max_interval = "30s"
 log_format = "json"
 log_level = "debug"
 
@@ -175,6 +177,8 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_EQ(c.pss_reads_per_second, 200u);
   EXPECT_FALSE(c.sensors.tasks);
   EXPECT_EQ(c.max_processes, 500u);
+  EXPECT_EQ(c.process_walk_budget, milliseconds(2));
+  EXPECT_EQ(c.process_walk_max_interval, std::chrono::seconds(30));
   EXPECT_EQ(c.log_format, LogFormat::kJson);
   EXPECT_EQ(c.log_level, "debug");
   ASSERT_EQ(c.role_rules.size(), 2u);
@@ -325,6 +329,9 @@ TEST(ConfigErrors, WrongTypes) {
   EXPECT_TRUE(rejects("smaps = \"yes\"\n", {"smaps = \"yes\": must be a boolean (true or false)"}));
   EXPECT_TRUE(rejects("max_processes = \"many\"\n", {"max_processes = \"many\"", "must be an integer from 1 to"}));
   EXPECT_TRUE(rejects("max_processes = 0\n", {"max_processes = 0", "from 1 to 16777216"}));
+  EXPECT_TRUE(rejects("process_walk_budget = \"2s\"\n", {"process_walk_budget = \"2s\"", "between 0s and 1s"}));
+  EXPECT_TRUE(rejects("process_walk_max_interval = \"500ms\"\n",
+                      {"process_walk_max_interval = \"500ms\"", "between 1s and 1h"}));
   EXPECT_TRUE(rejects("max_processes = -3\n", {"max_processes = -3", "must be an integer"}));
   EXPECT_TRUE(rejects("[metrics]\nmax_series = 99\n", {"metrics.max_series = 99", "from 100 to"}));
   EXPECT_TRUE(rejects("[sensors]\nmax_processes = 16777217\n", {"sensors.max_processes = 16777217"}));
@@ -626,6 +633,8 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "pss_max_age",
                                           "pss_step",
                                           "pss_reads_per_second",
+                                          "process_walk_budget",
+                                          "process_walk_max_interval",
                                           "sensors.tasks",
                                           "web.config_file",
                                           "workloads.docker_socket",

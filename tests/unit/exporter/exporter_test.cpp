@@ -615,6 +615,25 @@ TEST(ExporterRender, AScrapeWritesTheLastWholeUpdate) {
   EXPECT_EQ(ex.render(0.25), page_b) << "the last update, 59: b";
 }
 
+// A page keeps the text of the families an update changed nothing in: one value changed alone is
+// still written anew, as a fresh exporter writes it.
+TEST(ExporterRender, OneValueChangedAloneIsWrittenAnew) {
+  Snapshot a = manyProcesses(100);
+  Exporter ex(ExporterLimits{});
+  ex.update(a, {}, {});
+  const std::string before = ex.render(0.25);
+  ex.update(a, {}, {});
+  EXPECT_EQ(ex.render(0.25), before) << "nothing changed";
+  a.cgroups.front().memory.usage += 4096;
+  a.processes[7].attribution.rss_anon += 8192;
+  ex.update(a, {}, {});
+  Exporter fresh(ExporterLimits{});
+  fresh.update(a, {}, {});
+  const std::string after = ex.render(0.25);
+  EXPECT_EQ(after, fresh.render(0.25));
+  EXPECT_NE(after, before);
+}
+
 TEST(ExporterRender, SameCommSummed) {
   Snapshot s;
   s.cgroups.push_back(syntheticCgroup("/jobs", kGiB));

@@ -120,7 +120,7 @@ TEST(KillPath, KillsTheCountersAloneShowTakeTheSamePath) {
     auto next = std::make_shared<Snapshot>(*before);
     for (CgroupSnapshot& c : next->cgroups)
       if (c.memory.path == "/proving/prover") c.memory.oom_kills = 1;
-    std::erase_if(next->processes, [](const ProcessSnapshot& p) { return p.sample.pid == 100; });
+    next->processes.eraseIf([](const ProcessSnapshot& p) { return p.sample.pid == 100; });
     next->monotonic_time_ns += 1'000'000'000;
     next->wall_time_ns += 1'000'000'000;
     std::shared_ptr<const Snapshot> after = next;

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "headroom/model/snapshot.h"
 #include "headroom/model/snapshot_json.h"
 #include "headroom/sources/collector.h"
+#include "headroom/sources/process_cache.h"
 #include "testing/fixture_tree.h"
 
 namespace headroom {
@@ -108,6 +110,107 @@ TEST(Snapshot, ExactRssForTheProverAndTheCgroupsNearALimit) {
   auto all = [](const Bound&) { return true; };
   auto everyone = processesToSumExactly(*snap, all, 256);
   EXPECT_EQ(everyone.size(), 2u) << "the root cgroup has no bound but the host's";
+}
+
+// Between two walks the collector reads the prover's processes alone: the snapshot carries the
+// others from the walk (the same objects, shared), the prover's figures are this sample's, a
+// process asked for and gone is gone, and the counts are the walk's.
+TEST(Snapshot, BetweenWalksTheOthersAreCarriedAndTheProverReadAgain) {
+  testing::FixtureTree t;
+  testing::provingHostV1(t);
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c.has_value());
+  const RoleMatcher roles(std::vector<RoleRule>{*parseRoleRule("prover=comm:cuzk")});
+  ProcessCache cache;
+  CollectOptions walk;
+  walk.cache = &cache;
+  auto raw = c->collect(walk);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  auto walked = buildSnapshot(std::move(*raw), roles);
+  ASSERT_EQ(walked->processes.size(), 3u);
+  EXPECT_FALSE(walked->stats.processes_carried);
+  EXPECT_GT(walked->stats.processes_walked_ns, 0);
+
+  // The prover shrank below curio, and curio grew: only the prover's change is read before the
+  // next walk.
+  t.process(testing::provingProver(50 * kMiB));
+  t.process(testing::provingCurio(300 * kMiB));
+  CollectOptions between = walk;
+  between.walk = false;
+  between.refresh = {100};
+  for (const CgroupSnapshot& cg : walked->cgroups) between.carried_cgroups.push_back(cg.memory.path);
+  raw = c->collect(between);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  EXPECT_EQ(raw->processes.size(), 1u) << "the prover's alone";
+  EXPECT_EQ(raw->cgroups.size(), walked->cgroups.size()) << "the walk's cgroups, read again";
+  EXPECT_TRUE(raw->stats.warnings.empty()) << raw->stats.warnings.front();
+  auto carried = buildSnapshot(std::move(*raw), roles, {}, walked.get());
+  ASSERT_EQ(carried->processes.size(), 3u);
+  EXPECT_TRUE(carried->stats.processes_carried);
+  EXPECT_EQ(carried->stats.processes_refreshed, 1u);
+  EXPECT_EQ(carried->stats.processes_read, walked->stats.processes_read) << "the walk's counts";
+  EXPECT_EQ(carried->stats.processes_walked_ns, walked->stats.processes_walked_ns);
+  for (std::size_t i = 0; i < carried->processes.size(); ++i) {
+    const pid_t pid = carried->processes[i].sample.pid;
+    EXPECT_EQ(carried->processes.shared(i) == walked->processes.shared(i), pid != 100)
+        << "pid " << pid << ": carried as it was (no copy), the prover made anew";
+  }
+  EXPECT_EQ(carried->findProcess(100)->attribution.rss_anon, 50 * kMiB) << "read again";
+  EXPECT_EQ(carried->findProcess(100)->role, Role::kProver);
+  EXPECT_EQ(carried->findProcess(100)->cgroup, "/proving/prover");
+  EXPECT_GT(carried->findProcess(100)->attribution.overhead_share, 0u);
+  EXPECT_EQ(carried->findProcess(101)->attribution.rss_anon, 100 * kMiB) << "carried: the walk's figure";
+  const CgroupSnapshot* curio_cg = carried->findCgroup("/proving/curio");
+  ASSERT_NE(curio_cg, nullptr);
+  EXPECT_EQ(curio_cg->processes.size(), 1u);
+  auto pidsBySize = [](const Snapshot& s, const std::string& cgroup) {
+    std::vector<pid_t> pids;
+    for (std::size_t i : s.findCgroup(cgroup)->processes) pids.push_back(s.processes[i].sample.pid);
+    return pids;
+  };
+  EXPECT_EQ(pidsBySize(*walked, "/"), (std::vector<pid_t>{100, 101, 102}));
+  EXPECT_EQ(pidsBySize(*carried, "/"), (std::vector<pid_t>{101, 100, 102})) << "the prover moved to its new place";
+  EXPECT_EQ(walked->findProcess(100)->attribution.rss_anon, 3900 * kMiB) << "the published walk never changes";
+
+  // The prover gone before the next walk: dropped, the rest still carried.
+  t.remove("/proc/100");
+  raw = c->collect(between);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  auto after = buildSnapshot(std::move(*raw), roles, {}, carried.get());
+  EXPECT_EQ(after->findProcess(100), nullptr);
+  EXPECT_EQ(after->processes.size(), 2u);
+  // The next walk sees curio as it is now.
+  raw = c->collect(walk);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  auto next = buildSnapshot(std::move(*raw), roles, {}, after.get());
+  EXPECT_FALSE(next->stats.processes_carried);
+  EXPECT_EQ(next->findProcess(101)->attribution.rss_anon, 300 * kMiB);
+}
+
+// The list a snapshot's processes are held in: copied on write, never under another's readers.
+TEST(ProcessList, AWriteCopiesAnItemSharedWithAnotherList) {
+  ProcessList a;
+  a.emplace_back().sample.pid = 1;
+  a.emplace_back().sample.pid = 2;
+  ProcessList b;
+  b.push_shared(a.shared(0));
+  b.push_shared(a.shared(1));
+  b[1].sample.pid = 3;  // written: copied first
+  EXPECT_EQ(a[1].sample.pid, 2);
+  EXPECT_EQ(b[1].sample.pid, 3);
+  EXPECT_EQ(a.shared(0), b.shared(0));
+  EXPECT_NE(a.shared(1), b.shared(1));
+  const ProcessSnapshot* before = &a[0];
+  b = ProcessList{};
+  a[0].sample.pid = 4;  // held by `a` alone now: written in place
+  EXPECT_EQ(&std::as_const(a)[0], before);
+  std::vector<pid_t> pids;
+  for (const ProcessSnapshot& p : a) pids.push_back(p.sample.pid);
+  EXPECT_EQ(pids, (std::vector<pid_t>{4, 2}));
+  a.erase(a.begin());
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_EQ(a.front().sample.pid, 2);
 }
 
 TEST(SnapshotJson, CarriesTheModel) {
