@@ -3,8 +3,9 @@
 guests of 2 and 32 CPUs through the kernel matrix's `cpu-cost` suite; alone, as root:
 `guest_cost.py HEADROOM OUT.json [--processes 2000] [--samples 20]`).
 
-Starts `--processes` sleeping processes, then the agent with 1 s samples, and once it has taken
-its first samples measures, over `--samples` more:
+Starts `--processes` sleeping processes, then the agent with 1 s samples, each a walk of every
+process (`--process-walk-budget 0s`), and once it has taken its first samples measures, over
+`--samples` more:
 - the task iterator's BPF program per task it ran for (the kernel's BPF stats, run_time_ns over
   run_cnt: the part of the cost that grew with the CPUs when every process's per-CPU RSS
   counters were summed);
@@ -67,8 +68,10 @@ def main():
     a = ap.parse_args()
     sleepers = [os.posix_spawn(SLEEP, [SLEEP, "infinity"], os.environ) for _ in range(a.processes)]
     log = open(a.out + ".agent.log", "w")
-    agent = subprocess.Popen([a.headroom, "agent", "--listen", f"127.0.0.1:{PORT}", "--interval", "1s"], stdout=log,
-                             stderr=subprocess.STDOUT)
+    # Every sample walks every process (--process-walk-budget 0s): a walk's cost is what is
+    # compared, where the budget would spread the walks by what they cost.
+    agent = subprocess.Popen([a.headroom, "agent", "--listen", f"127.0.0.1:{PORT}", "--interval", "1s",
+                              "--process-walk-budget", "0s"], stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_samples(agent, 3, 300)  # start-up: the first samples read every process's /proc files
         bpf_stats.set_enabled(True)

@@ -19,6 +19,8 @@ never answers leaves a row saying so, and the others are measured). The default 
   --allow_dynamic_housekeeping=false --docker_only=false`), on 127.0.0.1 only.
 With `--only`, also (each about 40 s per size, and the two older agents a Release build of
 their own the first time, which is why `make bench` leaves them out):
+- hr_every: the agent walking every process at every sample (`--process-walk-budget 0s`: what
+  the walks' budget saves);
 - hr_procfs: the agent with `--sensors.tasks false` (/proc with the sampler's cache);
 - hr_base: the agent as it was before either (every /proc file of every process each sample),
   built from BASELINE_COMMIT in a git worktree under the build directory, once;
@@ -58,7 +60,7 @@ GROUPS = 100
 DEFAULT_SIZES = (1000, 5000, 10000)
 DEFAULT_SECONDS = 30
 DEFAULT_SET = ("hr_iter", "hr_floor", "node", "procexp", "cadvisor")
-KEYS = ("hr_iter", "hr_floor", "hr_procfs", "hr_base", "hr_hand", "node", "procexp", "cadvisor")
+KEYS = ("hr_iter", "hr_floor", "hr_every", "hr_procfs", "hr_base", "hr_hand", "node", "procexp", "cadvisor")
 SETTLE = 6  # seconds an exporter runs before it is measured (start-up, first samples)
 # The targets: the agent's CPU at or below node_exporter's from 5,000 processes, its RSS at
 # 10,000, the scrape's p99 at every size.
@@ -303,6 +305,9 @@ def exporters_for(build, wanted):
          "(the loop, host files, the series, a scrape a second)", "hr_floor",
          [headroom, "agent", "--listen", "127.0.0.1:19606", "--interval", "1s", "--cgroup", "/headroom-bench-nothing"],
          "http://127.0.0.1:19606/metrics", True),
+        ("headroom agent walking every process at every sample (`--process-walk-budget 0s`)", "hr_every",
+         [headroom, "agent", "--listen", "127.0.0.1:19609", "--interval", "1s", "--process-walk-budget", "0s"],
+         "http://127.0.0.1:19609/metrics", True),
         ("headroom agent, `--sensors.tasks false` (/proc, cached)", "hr_procfs",
          [headroom, "agent", "--listen", "127.0.0.1:19602", "--interval", "1s", "--sensors.tasks", "false"],
          "http://127.0.0.1:19602/metrics", True),
@@ -461,7 +466,7 @@ def table(exporters, results, sizes, seconds):
                         f"({a['cpu_ms_per_s'] / h['cpu_ms_per_s']:.2f}x) | {a['rss'] / 2**20:.1f} / "
                         f"{h['rss'] / 2**20:.1f} MiB | {a['p50']:.1f} / {a['p99']:.1f} ms vs {h['p50']:.1f} / "
                         f"{h['p99']:.1f} ms | {phase(a):.2f} / {phase(h):.2f} ms | {node} |")
-    agents = [key for key in ("hr_iter", "hr_hand", "hr_procfs") if key in keys]
+    agents = [key for key in ("hr_iter", "hr_every", "hr_hand", "hr_procfs") if key in keys]
     if agents:
         rows += ["", "### One sample, by phase (sampling thread, ms per sample, user / system)\n",
                  "| processes | agent | processes | cgroups | model | exporter | whole agent per sample | "

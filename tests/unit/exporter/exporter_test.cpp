@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "headroom/model/snapshot.h"
@@ -632,6 +633,42 @@ TEST(ExporterRender, OneValueChangedAloneIsWrittenAnew) {
   const std::string after = ex.render(0.25);
   EXPECT_EQ(after, fresh.render(0.25));
   EXPECT_NE(after, before);
+}
+
+// Between two walks a snapshot shares the last one's processes but for those read again: the
+// exporter moves only those between its sums, and its page reads as a fresh exporter's. Here one
+// process changed group (its comm), one lost its PSS, one gained pinned and device bytes and one
+// went to another role, in the same list otherwise shared.
+TEST(ExporterRender, ProcessesReadAgainMoveBetweenTheSumsAlone) {
+  Snapshot a = manyProcesses(300);
+  a.cgroups.push_back(syntheticCgroup("/other", kGiB));
+  a.processes.push_back(syntheticProcess(999, "lone", Role::kColocated, "/other", 3 * kMiB));
+  a.cgroups.back().processes.push_back(a.processes.size() - 1);
+  Exporter ex(ExporterLimits{});
+  ex.update(a, {}, {});
+  Snapshot b = a;  // the same processes, shared
+  b.processes[3].sample.comm = "renamed";
+  b.processes[4].attribution.pss.reset();
+  PinnedOverlay pinned;
+  pinned.live_bytes = 2 * kMiB;
+  pinned.peak_bytes = 3 * kMiB;
+  b.processes[5].attribution.pinned = pinned;
+  b.processes[5].attribution.device_bytes = 5 * kMiB;
+  b.processes[6].role = Role::kColocated;
+  b.processes[300].attribution.rss += kMiB;  // the group of one process, grown
+  ASSERT_EQ(std::as_const(a.processes).shared(0), std::as_const(b.processes).shared(0));
+  ASSERT_NE(std::as_const(a.processes).shared(3), std::as_const(b.processes).shared(3));
+  ex.update(b, {}, {});
+  Exporter fresh(ExporterLimits{});
+  fresh.update(b, {}, {});
+  EXPECT_EQ(ex.render(0.5), fresh.render(0.5));
+  // And back: the moved processes leave their new groups empty (gone from the page).
+  ex.update(a, {}, {});
+  Exporter fresh_a(ExporterLimits{});
+  fresh_a.update(a, {}, {});
+  const std::string page = ex.render(0.5);
+  EXPECT_EQ(page, fresh_a.render(0.5));
+  EXPECT_EQ(page.find("renamed"), std::string::npos);
 }
 
 TEST(ExporterRender, SameCommSummed) {
