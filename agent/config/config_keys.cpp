@@ -221,8 +221,8 @@ std::vector<KeySpec> makeSpecs() {
   k.push_back(boolKey("smaps", "read smaps_rollup for PSS", [](AgentConfig& c, bool b) { c.smaps = b; }));
   // A duration of the top table within [low, high]; `range` says them as the error does.
   using std::chrono::milliseconds;
-  auto boundedDuration = [](std::string name, std::string help, milliseconds low, milliseconds high, std::string range,
-                            milliseconds AgentConfig::*field) {
+  auto boundedDuration = [](std::string name, std::string help, milliseconds low, milliseconds high,
+                            const std::string& range, milliseconds AgentConfig::*field) {
     return scalar(std::move(name), "duration", std::move(help),
                   [=](AgentConfig& c, const std::vector<Given>& v) -> Status {
                     auto d = durationOf(v.front());

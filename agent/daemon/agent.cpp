@@ -490,11 +490,21 @@ void Agent::Impl::sample() {
         *last_snap_, [&](const Bound& b) { return early_.near(b); }, ProcessSource::kMaxExact);
   // Every process while the walks fit their budget (walk_pacer.h). Between two walks the same
   // processes as the exact sums (the prover's, those of cgroups near a bound) are read again
-  // from /proc, and the last walk's cgroups; more of them than a walk would cost: a walk.
+  // from /proc, and the last walk's cgroups; more of them than a walk would cost: a walk (the
+  // collector's call, once it has counted them).
   co.walk = walks_.due(t0) || mustWalk() || co.exact.size() > kRefreshedAtMost;
   if (!co.walk) {
     co.refresh = co.exact;
-    for (const CgroupSnapshot& c : last_snap_->cgroups) co.carried_cgroups.push_back(c.memory.path);
+    co.refresh_at_most = kRefreshedAtMost;
+    // Processes started since the walk count too where they matter now: each process of the
+    // prover's cgroup and of the cgroups near a bound (their cgroup.procs).
+    if (std::string bc = budget_.cgroup(); !bc.empty()) co.refresh_cgroups.push_back(std::move(bc));
+    for (const CgroupSnapshot& c : last_snap_->cgroups) {
+      co.carried_cgroups.push_back(c.memory.path);
+      if (std::any_of(c.bounds.begin(), c.bounds.end(),
+                      [&](const Bound& b) { return b.name != "host" && early_.near(b); }))
+        co.refresh_cgroups.push_back(c.memory.path);
+    }
   }
   auto raw = source_.collector->collect(co);
   if (!raw) {
@@ -509,9 +519,10 @@ void Agent::Impl::sample() {
     last_missing_ = raw->stats.cgroups_missing;
   }
   once_.clear(kSampling, "sampling works again");
+  const bool walked = !raw->stats.processes_carried;
   // CUDA libraries: look in the maps of processes not seen before (bounded by the live set), at
   // each walk.
-  if (co.walk) {
+  if (walked) {
     std::vector<pid_t> fresh;
     std::vector<pid_t> live;
     live.reserve(raw->processes.size());
@@ -543,7 +554,7 @@ void Agent::Impl::sample() {
   const ThreadCpu processes_cpu = raw->stats.processes_cpu;
   std::shared_ptr<const Snapshot> snap = buildSnapshot(std::move(*raw), roles_, std::move(readings), last_snap_.get());
   // The walk's cost: the processes read, the snapshot made of them.
-  if (co.walk) walks_.walked(t0, std::chrono::nanoseconds((processes_cpu + (threadCpu() - model_start)).total_ns));
+  if (walked) walks_.walked(t0, std::chrono::nanoseconds((processes_cpu + (threadCpu() - model_start)).total_ns));
   readSelfReport();
   kills_.sample(snap, self_reported_, sensors_->status());
   early_.sample(*snap);

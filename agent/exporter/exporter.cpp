@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cassert>
-#include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <limits>
@@ -32,6 +32,7 @@
 #include "families.h"
 #include "headroom/util/text.h"
 #include "headroom/version.h"
+#include "process_groups.h"
 
 namespace headroom {
 namespace {
@@ -203,7 +204,7 @@ class SeriesSink {
     prometheus::ClientMetric& m = metric[slot.at];
     double& v = info->type == MetricType::kCounter ? m.counter.value : m.gauge.value;
     // Bit for bit: a NaN is "unchanged" when it was NaN before too.
-    if (std::memcmp(&v, &value, sizeof value) != 0) f.changed = true;
+    if (std::bit_cast<std::uint64_t>(v) != std::bit_cast<std::uint64_t>(value)) f.changed = true;
     v = value;
   }
 
@@ -277,204 +278,6 @@ std::string pageOf(const std::vector<prometheus::MetricFamily>& families, std::s
 }
 
 using Families = std::vector<std::shared_ptr<const prometheus::MetricFamily>>;
-
-// Processes with the same (cgroup, role, comm), summed. What only some members have (PSS, pinned
-// or device bytes, activity) is counted by member: a member taken out again leaves the group as
-// a sum made anew would be.
-struct ProcessGroup {
-  std::string cgroup;
-  Role role = Role::kSystem;
-  std::string process;
-  std::uint64_t rss = 0, rss_anon = 0, rss_file = 0, rss_shmem = 0;
-  std::uint64_t pss = 0;
-  std::uint64_t page_tables = 0, swap = 0;
-  std::uint64_t pinned = 0, pinned_peak = 0, device = 0, device_peak = 0;
-  std::uint64_t minflt = 0, majflt = 0, mmap = 0, munmap = 0;
-  std::size_t count = 0;
-  std::size_t without_pss = 0, with_pinned = 0, with_device = 0, with_device_peak = 0, with_activity = 0;
-
-  bool pssKnown() const { return without_pss == 0; }  // every member's (a partial sum would mislead)
-  void add(const ProcessSnapshot& p) { take(p, true); }
-  void remove(const ProcessSnapshot& p) { take(p, false); }
-
-  void merge(const ProcessGroup& g) {
-    rss += g.rss;
-    rss_anon += g.rss_anon;
-    rss_file += g.rss_file;
-    rss_shmem += g.rss_shmem;
-    pss += g.pss;
-    page_tables += g.page_tables;
-    swap += g.swap;
-    pinned += g.pinned;
-    pinned_peak += g.pinned_peak;
-    device += g.device;
-    device_peak += g.device_peak;
-    minflt += g.minflt;
-    majflt += g.majflt;
-    mmap += g.mmap;
-    munmap += g.munmap;
-    count += g.count;
-    without_pss += g.without_pss;
-    with_pinned += g.with_pinned;
-    with_device += g.with_device;
-    with_device_peak += g.with_device_peak;
-    with_activity += g.with_activity;
-  }
-
- private:
-  // The member's figures added (in) or taken out.
-  void take(const ProcessSnapshot& p, bool in) {
-    const auto put = [in](auto& field, auto v) { field = in ? field + v : field - v; };
-    const ProcessAttribution& a = p.attribution;
-    put(rss, a.rss);
-    put(rss_anon, a.rss_anon);
-    put(rss_file, a.rss_file);
-    put(rss_shmem, a.rss_shmem);
-    if (a.pss)
-      put(pss, *a.pss);
-    else
-      put(without_pss, std::size_t{1});
-    put(page_tables, a.page_tables);
-    put(swap, a.swap);
-    if (a.pinned) {
-      put(with_pinned, std::size_t{1});
-      put(pinned, a.pinned->live_bytes);
-      put(pinned_peak, a.pinned->peak_bytes);
-    }
-    if (a.device_bytes) {
-      put(with_device, std::size_t{1});
-      put(device, *a.device_bytes);
-    }
-    if (a.device_peak_bytes) {
-      put(with_device_peak, std::size_t{1});
-      put(device_peak, *a.device_peak_bytes);
-    }
-    put(minflt, p.sample.minflt);
-    put(majflt, p.sample.majflt);
-    if (p.activity) {
-      put(with_activity, std::size_t{1});
-      put(mmap, p.activity->mmap_bytes);
-      put(munmap, p.activity->munmap_bytes);
-    }
-    put(count, std::size_t{1});
-  }
-};
-
-// Every process summed into its (cgroup, role, comm) group, kept from one update to the next.
-// Between two walks a snapshot's processes are the last one's objects but for the few read
-// again: only those move between the sums (a pointer compared per process, not every process's
-// figures summed again); a walk, or other cgroups left out, sums them all anew.
-class GroupSums {
- public:
-  // Groups keyed "cgroup\0<role>comm": in the order of (cgroup, role, comm).
-  using Groups = std::map<std::string, ProcessGroup>;
-
-  void update(const Snapshot& snap, const std::unordered_set<std::string_view>& left_out_cgroups) {
-    std::set<std::string, std::less<>> left_out(left_out_cgroups.begin(), left_out_cgroups.end());
-    const ProcessList& now = snap.processes;
-    bool same = valid_ && left_out == left_out_cgroups_ && list_.size() == now.size();
-    std::vector<std::size_t> changed;
-    for (std::size_t i = 0; same && i < now.size(); ++i) {
-      if (list_.shared(i) == now.shared(i)) continue;
-      changed.push_back(i);
-      same = changed.size() <= now.size() / 4 + 16;  // most changed: summed anew
-    }
-    if (same) {
-      for (std::size_t i : changed) {
-        move(std::as_const(list_)[i], false);
-        move(now[i], true);
-      }
-    } else {
-      left_out_cgroups_ = std::move(left_out);
-      rebuild(now);
-    }
-    list_ = now;  // the processes the sums are of, shared: no copy of any
-    valid_ = true;
-  }
-  const Groups& shown() const { return groups_; }
-  const Groups& leftOut() const { return left_out_; }
-
- private:
-  Groups& into(const ProcessSnapshot& p) {
-    return left_out_cgroups_.contains(std::string_view(p.cgroup)) ? left_out_ : groups_;
-  }
-  ProcessGroup& groupOf(const ProcessSnapshot& p) {
-    key_.assign(p.cgroup.str());
-    key_ += '\0';
-    key_ += static_cast<char>('0' + static_cast<int>(p.role));
-    key_ += p.sample.comm;
-    auto [it, inserted] = into(p).try_emplace(key_);
-    if (inserted) it->second = ProcessGroup{.cgroup = p.cgroup, .role = p.role, .process = p.sample.comm};
-    return it->second;
-  }
-  // One process into (in) or out of its group; a group left empty goes.
-  void move(const ProcessSnapshot& p, bool in) {
-    ProcessGroup& g = groupOf(p);
-    if (in) {
-      g.add(p);
-    } else {
-      g.remove(p);
-      if (g.count == 0) into(p).erase(key_);
-    }
-  }
-  void rebuild(const ProcessList& processes) {
-    groups_.clear();
-    left_out_.clear();
-    // A cgroup's processes, and a program's, mostly come in a row: the previous process's group
-    // is tried first (the snapshot shares one path among a cgroup's processes: no byte compared).
-    const ProcessSnapshot* previous = nullptr;
-    ProcessGroup* group = nullptr;
-    for (const ProcessSnapshot& p : processes) {
-      if (previous == nullptr || !p.cgroup.sharesWith(previous->cgroup) || p.role != previous->role ||
-          p.sample.comm != previous->sample.comm)
-        group = &groupOf(p);
-      group->add(p);
-      previous = &p;
-    }
-  }
-
-  bool valid_ = false;
-  ProcessList list_;
-  std::set<std::string, std::less<>> left_out_cgroups_;
-  Groups groups_, left_out_;
-  std::string key_;
-};
-
-// (cgroup, role, process): views of the groups' strings, which outlive the picking.
-using GroupKey = std::tuple<std::string_view, Role, std::string_view>;
-
-struct ProcessGroups {
-  std::vector<ProcessGroup> shown;     // by RSS, largest first
-  std::vector<ProcessGroup> left_out;  // of cgroups max_cgroups left out: counted, not shown
-};
-
-// Per role, the `top` largest groups by RSS (across cgroups) keep their name; the rest of the
-// role is summed into process="other" of its cgroup, so every byte stays in some series.
-ProcessGroups pickGroups(const GroupSums& sums, std::size_t top) {
-  const auto by_rss = [](const ProcessGroup* a, const ProcessGroup* b) { return a->rss > b->rss; };
-  std::map<Role, std::vector<const ProcessGroup*>> by_role;
-  for (const auto& [key, g] : sums.shown()) by_role[g.role].push_back(&g);
-  std::map<GroupKey, ProcessGroup> kept;
-  for (auto& [role, list] : by_role) {
-    std::stable_sort(list.begin(), list.end(), by_rss);
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const ProcessGroup& g = *list[i];
-      const std::string_view process = i < top ? std::string_view(g.process) : kOther;
-      auto [it, inserted] = kept.try_emplace(GroupKey{g.cgroup, g.role, process});
-      if (inserted) it->second = ProcessGroup{.cgroup = g.cgroup, .role = g.role, .process = std::string(process)};
-      it->second.merge(g);
-    }
-  }
-  std::vector<const ProcessGroup*> order;
-  order.reserve(kept.size());
-  for (const auto& [key, g] : kept) order.push_back(&g);
-  std::stable_sort(order.begin(), order.end(), by_rss);
-  ProcessGroups out;
-  out.shown.reserve(order.size());
-  for (const ProcessGroup* g : order) out.shown.push_back(*g);
-  for (const auto& [key, g] : sums.leftOut()) out.left_out.push_back(g);
-  return out;
-}
 
 void emitProcessGroup(SeriesSink& sink, const ProcessGroup& g, const Workload& w) {
   const CgroupLabels cg = labelsOf(g.cgroup, w);

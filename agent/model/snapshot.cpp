@@ -232,8 +232,11 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
       fresh.push_back(true);
       read_now.erase(it);
     }
-    for (auto& [pid, j] : read_now) {  // asked for and not in the last walk's list (none, as a rule)
-      make(std::move(raw.processes[j]));
+    // Read and not in the last walk's list (started since, in a cgroup read again whole): after
+    // the carried ones, in pid order.
+    for (ProcessSample& p : raw.processes) {
+      if (!read_now.contains(p.pid)) continue;
+      make(std::move(p));
       fresh.push_back(true);
       same_places = false;
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 
 #include "headroom/sources/cgroup.h"
@@ -137,6 +138,16 @@ std::optional<std::string> mapNsPath(const CgroupNsMap& map, std::string_view pr
   if (!cgroupIsWithin(j.path, map.mount_root)) return std::nullopt;
   std::string rest = j.path.substr(map.mount_root.size());
   return rest.empty() ? std::string("/") : rest;
+}
+
+std::vector<pid_t> cgroupProcsPids(std::string_view text) {
+  std::vector<pid_t> pids;
+  for (std::string_view line : splitLines(text)) {
+    auto p = parseU64(trim(line));
+    if (p && *p > 0 && *p <= static_cast<std::uint64_t>(std::numeric_limits<pid_t>::max()))
+      pids.push_back(static_cast<pid_t>(*p));
+  }
+  return pids;
 }
 
 bool cgroupProcsLists(std::string_view text, pid_t pid) {

@@ -182,18 +182,32 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
 
   const std::int64_t now = monotonicNs();
   const ThreadCpu cpu_processes = threadCpu();
+  bool listed = false;
+  bool walk = opts.walk;
+  std::vector<pid_t> refresh;
+  if (!walk) {
+    refresh = opts.refresh;
+    for (const std::string& c : opts.refresh_cgroups) {
+      auto dir = hierarchy_.open(normaliseCgroupPath(c));
+      auto text = dir ? dir->readFile("cgroup.procs") : Result<std::string>(dir.error());
+      if (!text) continue;  // gone since the walk: its processes with it
+      for (pid_t pid : cgroupProcsPids(*text)) refresh.push_back(pid);
+    }
+    std::sort(refresh.begin(), refresh.end());
+    refresh.erase(std::unique(refresh.begin(), refresh.end()), refresh.end());
+    walk = refresh.size() > opts.refresh_at_most;  // reading them would cost more than a walk
+  }
   if (opts.cache) {
     opts.cache->beginSample(now);
-    if (opts.walk) raw.processes.reserve(opts.cache->size() + opts.cache->size() / 8 + 16);
+    if (walk) raw.processes.reserve(opts.cache->size() + opts.cache->size() / 8 + 16);
   }
-  bool listed = false;
-  if (!opts.walk) {
+  if (!walk) {
     // Between two walks: the processes asked for, from /proc (a few: the cost of a walk is
     // what this saves), the cache kept whole for the next walk.
     listed = true;
     stats.processes_carried = true;
-    raw.refreshed = opts.refresh;
-    for (pid_t pid : opts.refresh) {
+    raw.refreshed = refresh;
+    for (pid_t pid : refresh) {
       const std::size_t before = raw.processes.size();
       take(pid, opts.cache ? readProcessCached(*fs_, pid, *opts.cache, opts.read_smaps, now, inScope, stats.proc_reads)
                            : readProcess(*fs_, pid, opts.read_smaps, inScope));
@@ -201,7 +215,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     }
     for (const std::string& c : opts.carried_cgroups) watched.insert(c);
   }
-  if (opts.walk && opts.cache && opts.source) {
+  if (walk && opts.cache && opts.source) {
     opts.source->sumExactly(opts.exact);
     auto tasks = opts.source->read();
     if (tasks) {
@@ -234,8 +248,8 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
                            : readProcess(*fs_, pid, opts.read_smaps, inScope));
     }
   }
-  if (opts.cache && opts.walk) opts.cache->forget();
-  if (opts.walk) stats.processes_walked_ns = now;
+  if (opts.cache && walk) opts.cache->forget();
+  if (walk) stats.processes_walked_ns = now;
   for (const auto& [own, pl] : placed) {
     if (pl.path && pl.in_scope) watched.insert(*pl.path);
   }

@@ -483,14 +483,16 @@ def table(exporters, results, sizes, seconds):
                 system = ph.get((phase, "system"), 0)
                 return f"{user:.2f} / {system:.2f}"
             files = r.get("proc_files") or {}
-            agent = r["source"] + (f" ({HAND_WRITTEN_COMMIT}, page by hand)" if key == "hr_hand" else "")
+            agent = r["source"] + {"hr_iter": ", walks paced (its default)", "hr_every": ", every sample walks",
+                                   "hr_hand": f" ({HAND_WRITTEN_COMMIT}, page by hand)"}.get(key, "")
             rows.append(f"| {r['processes']} | {agent} | {cell('processes')} | {cell('cgroups')} | {cell('model')} | "
                         f"{cell('exporter')} | {r['process_ms_per_sample']:.2f} | {files.get('total', '?')} "
                         f"(status {files.get('status', '?')}, smaps_rollup {files.get('smaps_rollup', '?')}, cmdline "
                         f"{files.get('cmdline', '?')}, cgroup {files.get('cgroup', '?')}) |")
     if agents:
         rows.append("\nWhole agent per sample, less the four phases: the HTTP server (one scrape a second here) and "
-                    "the sensors' event loop.")
+                    "the sensors' event loop. Paced walks: the phases are averages over walks and the samples between "
+                    "them; the /proc files are the last sample's.")
     per_task = [f"{results[(n, 'hr_iter')]['iter_ns_per_task']:.0f} ns at {results[(n, 'hr_iter')]['processes']}"
                 for n in sizes if ok(n, "hr_iter") and results[(n, "hr_iter")].get("iter_ns_per_task")]
     if per_task:

@@ -277,20 +277,23 @@ TEST(Agent, SighupReloadsRoleRulesLive) {
 }
 
 // With walks dearer than their budget (here any walk: 1 ms of CPU a second), the samples between
-// two walks read the prover's processes again and carry the others from the last walk: the
-// prover's growth shows at the next sample, its neighbour's at the next walk.
+// two walks read the prover's processes again (and every process of its cgroup) and carry the
+// others from the last walk: the prover's growth shows at the next sample, that of a process in
+// another cgroup at the next walk.
 TEST(Agent, BetweenWalksTheProverIsReadEverySampleAndItsNeighbourAtTheNextWalk) {
   SKIP_WITHOUT_ROOT();
   auto sb = CgroupSandbox::create("agent-walks");
   ASSERT_TRUE(sb) << sb.error().describe();
+  auto other = CgroupSandbox::create("agent-walks-other");
+  ASSERT_TRUE(other) << other.error().describe();
   constexpr std::uint64_t kTouch = 32 * kMiB;
   auto prover =
       spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(4 * kMiB), "--touch-per-line", std::to_string(kTouch)},
                  sb->procsFile());
   auto neighbour =
       spawnReady({HEADROOM_WORKLOAD, "--anon", std::to_string(6 * kMiB), "--touch-per-line", std::to_string(kTouch)},
-                 sb->procsFile());
-  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--process-walk-budget", "1ms",
+                 other->procsFile());
+  Agent agent({"--interval", "200ms", "--cgroup", sb->path(), "--cgroup", other->path(), "--process-walk-budget", "1ms",
                "--process-walk-max-interval", "1h", "--role-rule", fmt::format("prover=cmdline:--anon {} ", 4 * kMiB)});
   ASSERT_TRUE(agent.waitHealthy());
   struct Seen {

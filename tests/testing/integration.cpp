@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <stdexcept>
@@ -147,6 +148,14 @@ AgentProcess::AgentProcess(std::vector<std::string> args, Options options) {
     state_file_ = fmt::format("/tmp/headroom-agent-test-{}-{}.json", ::getpid(), n++);
     argv.insert(argv.end(), {"--budget.state-file", state_file_});
   }
+  const auto given = [&](std::string_view flag) { return std::find(args.begin(), args.end(), flag) != args.end(); };
+  if (options.own_journal && !given("--journal.path") && !given("--journal.enabled") && !given("--config")) {
+    static int journals = 0;
+    journal_dir_ = fmt::format("/tmp/headroom-agent-test-journal-{}-{}", ::getpid(), journals++);
+    std::error_code ec;
+    std::filesystem::create_directories(journal_dir_, ec);
+    argv.insert(argv.end(), {"--journal.path", journal_dir_});
+  }
   if (!options.catch_up.empty() && std::find(args.begin(), args.end(), "--journal.catch-up") == args.end())
     argv.insert(argv.end(), {"--journal.catch-up", options.catch_up});
   auto c = ChildProcess::spawn(argv, options.cgroup_procs);
@@ -171,6 +180,10 @@ AgentProcess::~AgentProcess() {
   if (!state_file_.empty()) {
     std::error_code ec;
     std::filesystem::remove(state_file_, ec);
+  }
+  if (!journal_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(journal_dir_, ec);
   }
 }
 

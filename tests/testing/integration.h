@@ -85,6 +85,10 @@ class AgentProcess {
     // with it), never /var/lib/headroom, unless the args give --budget.state-file. Off for a
     // test whose --config names its own state file.
     bool own_state_file = true;
+    // Its OOM journal in a directory of this instance's under /tmp (removed with it), unless the
+    // args give --journal.path, --journal.enabled or --config: agents that shared the default
+    // journal caught up on each other's tests' kills by the order the tests ran in.
+    bool own_journal = true;
     // The kills of this boot found at start (journal.catch_up): the host's kernel log holds every
     // earlier test's, which a test's fresh journal is not about. "restarts" (only those since
     // this journal's last agent) unless the args say, or "" for the agent's default.
@@ -168,6 +172,7 @@ class AgentProcess {
   std::vector<std::string> log_;
   std::size_t searched_ = 0;  // waitLog looked at log_ up to here
   std::string state_file_;
+  std::string journal_dir_;
 };
 
 // The agent at log level info (the journal's lines are what most tests of kills wait for), in

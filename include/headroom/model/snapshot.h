@@ -191,7 +191,8 @@ struct OomWorkloads {
 // workload: the sample's (raw.workloads, names included), else its identity from the path.
 // A collection between two walks (raw.stats.processes_carried) takes its processes from
 // `carry_from` (the last snapshot): shared, those read again (raw.refreshed) replaced or, gone,
-// dropped; the carried keep the figures, roles and overhead shares of their walk.
+// dropped, those read and new to it added after them; the carried keep the figures, roles and
+// overhead shares of their walk.
 std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {},
                                               const Snapshot* carry_from = nullptr);
 

@@ -105,6 +105,9 @@ std::optional<CgroupNsMap> nsMapFromAnchor(std::string_view own_ns_path, std::st
 std::optional<std::string> mapNsPath(const CgroupNsMap& map, std::string_view proc_path);
 // Whether a cgroup.procs text lists `pid` (one decimal pid a line).
 bool cgroupProcsLists(std::string_view text, pid_t pid);
+// The pids a cgroup.procs text lists, in its order; a line that is no pid (a truncated read's
+// last) is passed over.
+std::vector<pid_t> cgroupProcsPids(std::string_view text);
 
 struct CgroupNsSearchLimits {
   std::size_t max_dirs = 100000;  // directories walked, all passes together

@@ -53,6 +53,11 @@ struct CollectOptions {
   bool walk = true;
   std::vector<pid_t> refresh;
   std::vector<std::string> carried_cgroups;
+  // With walk false: cgroups each of whose processes is read again, those started since the
+  // walk too (their cgroup.procs: the prover's budget cgroup, those near a bound). More than
+  // `refresh_at_most` processes to read in all: the collection walks instead.
+  std::vector<std::string> refresh_cgroups;
+  std::size_t refresh_at_most = 64;
 };
 
 struct CollectStats {

@@ -173,6 +173,31 @@ TEST(Snapshot, BetweenWalksTheOthersAreCarriedAndTheProverReadAgain) {
   EXPECT_EQ(pidsBySize(*carried, "/"), (std::vector<pid_t>{101, 100, 102})) << "the prover moved to its new place";
   EXPECT_EQ(walked->findProcess(100)->attribution.rss_anon, 3900 * kMiB) << "the published walk never changes";
 
+  // A process started since the walk in a cgroup read again whole (its cgroup.procs): added,
+  // after the carried ones.
+  testing::FakeProcess helper = testing::provingProver(2 * kMiB);
+  helper.pid = 104;
+  helper.comm = "helper";
+  t.process(helper);
+  t.cgroupProcs(1, "/proving/prover", {100, 104});
+  CollectOptions whole = between;
+  whole.refresh_cgroups = {"/proving/prover"};
+  raw = c->collect(whole);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  auto grown = buildSnapshot(std::move(*raw), roles, {}, carried.get());
+  EXPECT_TRUE(grown->stats.processes_carried);
+  ASSERT_EQ(grown->processes.size(), 4u);
+  EXPECT_EQ(grown->processes.back().sample.pid, 104);
+  EXPECT_EQ(grown->findCgroup("/proving/prover")->processes.size(), 2u);
+  // More to read again than a walk would cost: the collector walks instead.
+  whole.refresh_at_most = 1;
+  raw = c->collect(whole);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  EXPECT_FALSE(raw->stats.processes_carried);
+  EXPECT_EQ(raw->processes.size(), 4u);
+  t.remove("/proc/104");
+  t.cgroupProcs(1, "/proving/prover", {100});
+
   // The prover gone before the next walk: dropped, the rest still carried.
   t.remove("/proc/100");
   raw = c->collect(between);

@@ -110,6 +110,11 @@ TEST(CgroupProcs, ListsAPid) {
   EXPECT_TRUE(cgroupProcsLists("1\n22\n333\n", 22));
   EXPECT_FALSE(cgroupProcsLists("1\n22\n333\n", 2));
   EXPECT_FALSE(cgroupProcsLists("1\n22\n333\n", 3333));
+  // Hand-made texts: a whole file, an empty cgroup, a read cut inside its last line, odd lines.
+  EXPECT_EQ(cgroupProcsPids("1\n22\n333\n"), (std::vector<pid_t>{1, 22, 333}));
+  EXPECT_TRUE(cgroupProcsPids("").empty());
+  EXPECT_EQ(cgroupProcsPids("4\n5"), (std::vector<pid_t>{4, 5}));
+  EXPECT_EQ(cgroupProcsPids("7\n\nx\n-1\n0\n99999999999\n8\n"), (std::vector<pid_t>{7, 8}));
   EXPECT_TRUE(cgroupProcsLists("7", 7)) << "no final newline";
   EXPECT_TRUE(cgroupProcsLists(" 7 \n", 7));
   EXPECT_FALSE(cgroupProcsLists("", 7));
