@@ -23,7 +23,11 @@ void merge(OomVictim& into, const OomVictim& from) {
   if (!into.shmem_rss) into.shmem_rss = from.shmem_rss;
   if (!into.pgtables) into.pgtables = from.pgtables;
   if (!into.swap) into.swap = from.swap;
-  into.kill_skipped = into.kill_skipped || from.kill_skipped;
+  // Skipped only when no source saw the kill sent: the kernel's "Killed process" line is printed
+  // only for a kill it sent, and the victim marked exiting may be one that began to exit on the
+  // SIGKILL sent just before the mark (the kernel signals, then marks), or one marked again by a
+  // later OOM in the same cgroup while it dies.
+  into.kill_skipped = into.kill_skipped && from.kill_skipped;
 }
 
 }  // namespace

@@ -111,6 +111,35 @@ TEST(OomJoiner, SeparateIncidentsStaySeparate) {
   EXPECT_EQ(ready[0].victims.size(), 1u);
 }
 
+TEST(OomJoiner, AKillIsSkippedOnlyWhenNoSourceSawItSent) {
+  // The mark found the victim exiting (it began to exit on the SIGKILL the kernel sends just
+  // before it marks); the kernel's report says it killed it: it was killed.
+  OomJoiner j;
+  OomMark exiting = mark(10, 0);
+  exiting.victim.kill_skipped = true;
+  j.addMark(exiting, 0);
+  j.addReport(report(10, 7), 0, 0);
+  auto ready = j.takeReady(1000 * kMs, 0);
+  ASSERT_EQ(ready.size(), 1u);
+  ASSERT_EQ(ready[0].victims.size(), 1u);
+  EXPECT_FALSE(ready[0].victims[0].kill_skipped);
+
+  // Killed, then marked again by the next OOM in its cgroup while it dies: still a kill.
+  OomJoiner k;
+  k.addMark(mark(10, 0), 0);
+  k.addMark(exiting, 100 * kMs);
+  ready = k.takeReady(3000 * kMs, 0);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_FALSE(ready[0].victims[0].kill_skipped);
+
+  // Marked exiting and nothing else: no kill sent.
+  OomJoiner alone;
+  alone.addMark(exiting, 0);
+  ready = alone.takeReady(3000 * kMs, 0);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_TRUE(ready[0].victims[0].kill_skipped);
+}
+
 TEST(OomJoiner, ReapingProgressIsKept) {
   OomJoiner j;
   j.addMark(mark(10, 0), 0);
