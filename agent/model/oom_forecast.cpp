@@ -332,7 +332,11 @@ WarningVerdict OomForecaster::verdict(std::string_view bound, std::int64_t kill_
   const double lead_s = seconds(policy_.min_lead_ns);
   if (calm) v.calm_seconds = seconds(kill_ns - *calm);
   // Calm a moment before the kill: whatever came between (a warning as it died) came too late.
-  if (calm && kill_ns - *calm < policy_.min_lead_ns) {
+  // A warning in force since before that calm reading was given in time: a climb that reads
+  // flat for a sample at the end (the kernel reclaiming at the limit, a slow sample) was told.
+  const bool warned_before_calm =
+      warned != nullptr && calm && warned->started_ns < *calm && kill_ns - warned->started_ns >= policy_.min_lead_ns;
+  if (calm && kill_ns - *calm < policy_.min_lead_ns && !warned_before_calm) {
     v.kind = WarningVerdictKind::kNoWarningPossible;
     v.text = fmt::format(
         "no warning possible: calm {:.2f} s before the kill, a rise faster than the {:.1f} s a warning needs{}",

@@ -145,6 +145,22 @@ TEST(OomForecaster, AWarningAsItDiesIsNoWarning) {
   EXPECT_NE(v.text.find("too late to act on"), std::string::npos) << v.text;
 }
 
+// A steady climb warned in time, read calm once just before the kill (a reading that caught the
+// kernel reclaiming, or a slow sample): the warning in force since before that reading was given.
+TEST(OomForecaster, AWarningInForceBeforeACalmReadingAtTheEndWasGiven) {
+  OomForecaster f;
+  for (int i = 0; i <= 30; ++i) f.observe(reading(i * 500 * kMs, (100 + 4 * i) * kMiB));
+  ASSERT_EQ(f.active().size(), 1U);
+  const std::int64_t start = f.active()[0]->started_ns;
+  BoundReading flat = reading(15 * kS + 600 * kMs, 120 * kMiB);
+  flat.reclaimable.reset();  // a light reading below the near fraction: calm
+  f.observe(flat);
+  const std::int64_t kill = 15 * kS + 900 * kMs;
+  WarningVerdict v = f.verdict("/job", kill);
+  EXPECT_EQ(v.kind, WarningVerdictKind::kWarned) << v.text;
+  EXPECT_NEAR(*v.lead_seconds, static_cast<double>(kill - start) / kS, 1e-9);
+}
+
 TEST(OomForecaster, ThresholdCrossingCountsAsCalmUntilThen) {
   OomForecaster f;
   f.observe(reading(0, 20 * kMiB));
