@@ -145,9 +145,10 @@ struct PrivateJournald {
         "set -e; mount --make-rprivate /; mount -t tmpfs tmpfs /run; mkdir -p /run/systemd/journal /run/log/journal; "
         "mount --bind {0} /run/log/journal; if [ -d /var/log/journal ]; then mount -t tmpfs tmpfs /var/log/journal; "
         "fi; "
-        "/lib/systemd/systemd-journald </dev/null >/dev/null 2>&1 & echo $! > {1}; "
+        "SYSTEMD_LOG_LEVEL=debug SYSTEMD_LOG_TARGET=console /lib/systemd/systemd-journald </dev/null >{2} 2>&1 & "
+        "echo $! > {1}; "
         "i=0; while [ ! -S /run/systemd/journal/socket ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; set +e; ",
-        dir.file("runtime"), dir.file("journald.pid"));
+        dir.file("runtime"), dir.file("journald.pid"), dir.file("journald.log"));
   }
   PrivateJournald() { std::filesystem::create_directories(dir.file("runtime")); }
   ~PrivateJournald() {
@@ -171,7 +172,8 @@ struct PrivateJournald {
   }
   // Everything journald holds, for a failure's message.
   std::string everything() const {
-    std::string out = runCommand({"/usr/bin/find", dir.path.string()}).out + prelude() + "\n";
+    std::string out = runCommand({"/usr/bin/find", dir.path.string()}).out + prelude() + "\n" +
+                      runCommand({"/usr/bin/tail", "-n", "40", dir.file("journald.log")}).out;
     for (const auto& e : std::filesystem::directory_iterator(dir.file("runtime")))
       out += runCommand({"/usr/bin/journalctl", "--directory", e.path().string(), "--no-pager", "-o", "short"}).out;
     return out;

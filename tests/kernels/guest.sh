@@ -67,12 +67,15 @@ case "$LAYOUT" in
     RUNNER_CG=$ctr
     ;;
   v1)
-    # A plain v1 machine (no v2 beside it): every controller on its own hierarchy.
+    # A plain v1 machine (no v2 beside it): every controller on its own hierarchy, and systemd's
+    # own named one, without which systemd's programs (journald) refuse a v1 machine.
     mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
     for c in memory pids cpu,cpuacct cpuset devices freezer blkio; do
       mkdir -p /sys/fs/cgroup/$c
       mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c
     done
+    mkdir -p /sys/fs/cgroup/systemd
+    mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
     echo 1 > /sys/fs/cgroup/memory/memory.use_hierarchy 2>/dev/null
     RUNNER_CG=/sys/fs/cgroup/memory
     ;;

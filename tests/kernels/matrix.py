@@ -3,7 +3,7 @@
 
     tests/kernels/matrix.py [--suite full|smoke|capture] [--kernels 6.1,6.12] [--layouts ...]
                             [--runs KERNEL:LAYOUT,...,host] [--host] [--build DIR] [--out DIR] [--echo]
-                            [--only STEP,...]
+                            [--only STEP,...] [--gtest-filter PATTERN]
 
 Each (kernel, layout) is one qemu guest (TCG) on the host's / (read only): it runs the suite's
 steps (tests/kernels/suites.py) in the layout's cgroup and writes every step's log, the gtest
@@ -34,6 +34,7 @@ import vm  # noqa: E402
 
 LAYOUTS = ["v2-bare", "v2-systemd", "v1"]
 ONLY = None  # --only: the steps to run, None for all
+FILTER = None  # --gtest-filter: the integration tests to run, None for all
 
 
 @dataclasses.dataclass
@@ -112,7 +113,7 @@ def run_guest(tree: vm.KernelTree, initrd: pathlib.Path, layout: str, suite: str
               out: pathlib.Path, memory: int, cpus: int, echo: bool, icount: bool = False) -> RunResult:
     label = f"{tree.release.name}-{layout}"
     results = out / label
-    steps = suites.only(suites.plan(suite, build, layout, results), ONLY)
+    steps = suites.filtered(suites.only(suites.plan(suite, build, layout, results), ONLY), FILTER)
     write_plan(results, layout, steps)
     budget = sum(s.timeout + 15 for s in steps) + 120  # the steps' own limits, boot and shutdown
     vm.log(f"{label}: booting {tree.package} {tree.version} ({len(steps)} steps, at most {budget} s)")
@@ -132,7 +133,7 @@ def run_host(suite: str, build: pathlib.Path, out: pathlib.Path) -> RunResult:
     mode = suites.host_layout()
     label = f"host-{os.uname().release}-{mode}"
     results = out / "host"
-    steps = suites.only(suites.plan(suite, build, mode, results, guest=False), ONLY)
+    steps = suites.filtered(suites.only(suites.plan(suite, build, mode, results, guest=False), ONLY), FILTER)
     write_plan(results, mode, steps)
     t0 = time.monotonic()
     for s in steps:
@@ -191,6 +192,8 @@ def main() -> int:
     ap.add_argument("--echo", action="store_true", help="show the guests' consoles")
     ap.add_argument("--only", default=None,
                     help="comma-separated step names of the suite (e.g. kit-workload-names): run just those")
+    ap.add_argument("--gtest-filter", default=None,
+                    help="a gtest filter for the steps that run the integration tests (e.g. Events.*)")
     ap.add_argument("--skip-unless-root", action="store_true", help="exit 77 (ctest's skip) when not root")
     a = ap.parse_args()
 
@@ -198,7 +201,8 @@ def main() -> int:
         print(f"matrix: {msg}", file=sys.stderr)
         return 2
 
-    global ONLY
+    global ONLY, FILTER
+    FILTER = a.gtest_filter
     ONLY = [s for s in a.only.split(",") if s] if a.only else None
     known = [s.name for s in suites.plan(a.suite, pathlib.Path("/"), "v2-bare", pathlib.Path("/"))]
     for s in ONLY or []:

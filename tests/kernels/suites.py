@@ -87,6 +87,19 @@ def only(steps: list, names: list | None) -> list:
     return steps if names is None else [s for s in steps if s.name in names]
 
 
+def filtered(steps: list, pattern: str | None) -> list:
+    """The gtest steps narrowed to the tests that match a gtest filter (all of them for None)."""
+    if not pattern:
+        return steps
+    out = []
+    for s in steps:
+        if s.argv and s.argv[0].endswith("integration_tests"):
+            argv = [x for x in s.argv if not x.startswith("--gtest_filter=")] + ["--gtest_filter=" + pattern]
+            s = dataclasses.replace(s, argv=argv)
+        out.append(s)
+    return out
+
+
 def plan(suite: str, build: pathlib.Path, layout: str, results: pathlib.Path, guest: bool = True) -> list:
     kit = SOURCE / "tests" / "kit"
     if suite == "smoke":

@@ -163,7 +163,9 @@ AgentProcess::AgentProcess(std::vector<std::string> args, Options options) {
   child_.emplace(std::move(*c));
   // 127.0.0.1, or every address (0.0.0.0: the test reaches it on 127.0.0.1 all the same).
   static const std::regex kServing(R"(serving on https?://(?:127\.0\.0\.1|0\.0\.0\.0):([0-9]+)(?: \(([^)]*)\))?)");
-  while (auto line = child_->readLine(30s)) {
+  // Up to a minute and a half between two lines: a first start in a cold, slow guest (the binary
+  // paged in over 9p, the BPF verifier under emulation) says nothing for half a minute or more.
+  while (auto line = child_->readLine(90s)) {
     log_.push_back(*line);
     std::smatch m;
     if (std::regex_search(*line, m, kServing)) {
