@@ -1,19 +1,17 @@
 // One tick's metrics: every family filled from the snapshot, under the caps, into the catalogue's
-// prometheus-cpp families (MetricFamily, ClientMetric; the sink is their Collectable), collected
-// and written by prometheus-cpp's TextSerializer as the page (the text exposition format, version
-// 0.0.4) once per tick; scrapes copy it. Not a Registry of Gauge and Counter objects: every series
-// is the snapshot's, rebuilt each tick (gone cgroups and processes must leave no series), which
-// live metric objects would have to be added, looked up by label map and removed for each tick.
-// Past 500 lines with a reason: the series sink (the one budget of series), the grouping of
-// processes under the per-role cap and the filling of each family share that accounting, and
-// apart they would pass it through every function. The families' names are families.h, their
-// catalogue metric_catalog.cpp.
+// prometheus-cpp series (series_sink.h: each series a ClientMetric shared from one update to the
+// next), written by prometheus-cpp's TextSerializer as the page (the text exposition format,
+// version 0.0.4) by the first scrape after an update, the text of every series the update did not
+// change kept from the page before; scrapes copy it. Not a Registry of Gauge and Counter objects:
+// every series is the snapshot's, rebuilt each tick (gone cgroups and processes must leave no
+// series), which live metric objects would have to be added, looked up by label map and removed
+// for each tick. Past 500 lines with a reason: the budget of series, the grouping of processes
+// under the per-role cap and the filling of each family share that accounting, and apart they
+// would pass it through every function. The families' names are families.h, their catalogue
+// metric_catalog.cpp.
 #include "headroom/exporter/exporter.h"
 
 #include <prometheus/client_metric.h>
-#include <prometheus/metric_family.h>
-#include <prometheus/metric_type.h>
-#include <prometheus/text_serializer.h>
 
 #include <algorithm>
 #include <array>
@@ -33,251 +31,20 @@
 #include "headroom/util/text.h"
 #include "headroom/version.h"
 #include "process_groups.h"
+#include "series_sink.h"
 
 namespace headroom {
 namespace {
 
 using namespace exporter_detail;  // the family names
 
-// The labels every series about a cgroup starts with (the catalogue's kCgroupLabels): its path
-// and what operators call it.
-struct CgroupLabels {
-  std::string_view path, unit, container, pod, pod_namespace;
-};
+// A cgroup's labels: its path and what operators call it.
 CgroupLabels labelsOf(std::string_view path, const Workload& w) {
   return {path, w.identity.unit, w.container, w.pod, w.pod_namespace};
 }
 
-// The catalogue's entry for a family the code is about to fill: a name missing from it is a
-// programming error (asserted in debug builds; the family is left out otherwise).
-const MetricInfo* infoOf(std::string_view name) {
-  const MetricInfo* info = findMetric(name);
-  assert(info != nullptr && "metric family missing from metricCatalog()");
-  return info;
-}
-
 double sec(std::uint64_t us) { return static_cast<double>(us) / 1e6; }
 double num(std::uint64_t v) { return static_cast<double>(v); }
-
-prometheus::MetricType exposedType(MetricType t) {
-  return t == MetricType::kCounter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
-}
-
-// Adds series under a budget; what does not fit is counted, not added. In counting mode (a
-// cgroup or process left out by a cap) every series is counted only. The catalogue is
-// prometheus-cpp's families here (one MetricFamily each, one ClientMetric per series, labels in
-// name order), published once per update for TextSerializer to write the page at the first
-// scrape after it. The families live from one update to the next: a series set again keeps its
-// ClientMetric (its labels are not built again), one not set in an update is taken out when the
-// update ends, and a family's series are sorted by labels again only when some came or went. A
-// family the update changed nothing in is published as the same object as before, and the page
-// keeps its text.
-class SeriesSink {
- public:
-  SeriesSink() : families_(metricCatalog().size()) {
-    for (std::size_t rank = 0; rank < families_.size(); ++rank) {
-      const MetricInfo& info = metricCatalog()[rank];
-      Family& f = families_[rank];
-      f.info = &info;
-      f.label_order.resize(info.labels.size());
-      for (std::size_t i = 0; i < f.label_order.size(); ++i) f.label_order[i] = i;
-      std::sort(f.label_order.begin(), f.label_order.end(),
-                [&](std::size_t a, std::size_t b) { return info.labels[a] < info.labels[b]; });
-      f.family.name = info.name;
-      f.family.help = info.help;  // written as it is: the catalogue's help has nothing to escape
-      f.family.type = exposedType(info.type);
-    }
-  }
-
-  // A new update: every series unset, `budget` series to come.
-  void begin(std::size_t budget) {
-    budget_ = budget;
-    added_ = dropped_ = 0;
-    counting_only_ = false;
-    ++generation_;
-    for (Family& f : families_) {
-      f.set = 0;
-      f.changed = false;
-    }
-  }
-
-  // One series of the family `name`, label values in the catalogue's label order.
-  void add(std::string_view name, std::initializer_list<std::string_view> values, double value) {
-    put(name, values.begin(), values.size(), value, false);
-  }
-  // One series of a family whose labels start with a cgroup's (kCgroupLabels): those, then `rest`.
-  void add(std::string_view name, const CgroupLabels& cg, std::initializer_list<std::string_view> rest, double value) {
-    std::array<std::string_view, 8> values{cg.path, cg.unit, cg.container, cg.pod, cg.pod_namespace};
-    std::size_t n = 5;
-    for (std::string_view v : rest) {
-      if (n == values.size()) return;
-      values[n++] = v;
-    }
-    put(name, values.data(), n, value, false);
-  }
-  void add(std::string_view name, const CgroupLabels& cg, double value) { add(name, cg, {}, value); }
-  // A series outside the budget (the reserved accounting series).
-  void addReserved(std::string_view name, double value) { put(name, nullptr, 0, value, true); }
-
-  void setCountingOnly(bool on) { counting_only_ = on; }
-  std::size_t added() const { return added_; }
-  std::size_t dropped() const { return dropped_; }
-
-  // Ends the update: the series it did not set are taken out, and each family's series are in
-  // order of their labels, so that a page reads (and diffs) the same from one scrape to the next.
-  void end() {
-    for (Family& f : families_) {
-      if (f.set < f.family.metric.size()) dropUnset(f);
-      if (!f.sorted) sortSeries(f);
-    }
-  }
-
-  // The families with series in the update that last ended, in catalogue order, each shared
-  // with the last update's list where this one changed nothing in it (no copy; a page keeps its
-  // text for it).
-  std::vector<std::shared_ptr<const prometheus::MetricFamily>> publish() {
-    std::vector<std::shared_ptr<const prometheus::MetricFamily>> out;
-    out.reserve(families_.size());
-    for (Family& f : families_) {
-      if (f.family.metric.empty()) {
-        f.published.reset();
-        continue;
-      }
-      if (f.changed || !f.published) f.published = std::make_shared<const prometheus::MetricFamily>(f.family);
-      out.push_back(f.published);
-    }
-    return out;
-  }
-
- private:
-  struct Slot {
-    std::size_t at = 0;            // in the family's metric
-    std::uint64_t generation = 0;  // the update that last set it
-  };
-  struct Family {
-    const MetricInfo* info = nullptr;
-    std::vector<std::size_t> label_order;  // label indices by name, as the exposition sorts them
-    prometheus::MetricFamily family;       // name, help, type and the series
-    // A series' label values (in label_order, each ended by '\0') -> its slot.
-    std::unordered_map<std::string, Slot> index;
-    bool sorted = true;    // `family.metric` by labels, and every slot's place in it
-    std::size_t set = 0;   // series set in this update
-    bool changed = false;  // a series added, dropped or set to another value in this update
-    std::shared_ptr<const prometheus::MetricFamily> published;  // publish()'s copy of `family`
-  };
-
-  void put(std::string_view name, const std::string_view* values, std::size_t n, double value, bool reserved) {
-    const MetricInfo* info = infoOf(name);
-    if (info == nullptr) return;
-    assert(n == info->labels.size() && "label values do not match the catalogue");
-    if (n != info->labels.size()) return;
-    if (counting_only_ || (!reserved && added_ >= budget_)) {
-      ++dropped_;
-      return;
-    }
-    Family& f = families_[static_cast<std::size_t>(info - metricCatalog().data())];
-    key_.clear();
-    for (std::size_t i : f.label_order) {
-      const std::string_view v = values[i];
-      if (isPrintableAscii(v))
-        key_ += v;
-      else
-        key_ += printableText(v);
-      key_ += '\0';
-    }
-    std::vector<prometheus::ClientMetric>& metric = f.family.metric;
-    auto [it, inserted] = f.index.try_emplace(key_);
-    Slot& slot = it->second;
-    if (inserted) {
-      slot.at = metric.size();
-      metric.push_back(seriesOf(f, key_));
-      f.sorted = false;
-      f.changed = true;
-    }
-    if (slot.generation != generation_) {
-      slot.generation = generation_;
-      ++f.set;
-      ++added_;
-    } else if (info->type == MetricType::kCounter) {
-      return;  // a counter is set once per update; a gauge set twice keeps the last value
-    }
-    prometheus::ClientMetric& m = metric[slot.at];
-    double& v = info->type == MetricType::kCounter ? m.counter.value : m.gauge.value;
-    // Bit for bit: a NaN is "unchanged" when it was NaN before too.
-    if (std::bit_cast<std::uint64_t>(v) != std::bit_cast<std::uint64_t>(value)) f.changed = true;
-    v = value;
-  }
-
-  // A new series: its labels from its key.
-  static prometheus::ClientMetric seriesOf(const Family& f, std::string_view key) {
-    prometheus::ClientMetric m;
-    m.label.reserve(f.label_order.size());
-    for (std::size_t i : f.label_order) {
-      const std::size_t end = key.find('\0');
-      m.label.push_back({f.info->labels[i], std::string(key.substr(0, end))});
-      key.remove_prefix(end + 1);
-    }
-    return m;
-  }
-
-  // Takes out the series this update did not set.
-  void dropUnset(Family& f) {
-    std::vector<prometheus::ClientMetric>& metric = f.family.metric;
-    std::vector<bool> gone(metric.size(), false);
-    std::erase_if(f.index, [&](const auto& kv) {
-      if (kv.second.generation == generation_) return false;
-      gone[kv.second.at] = true;
-      return true;
-    });
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < metric.size(); ++i) {
-      if (gone[i]) continue;
-      if (kept != i) metric[kept] = std::move(metric[i]);
-      ++kept;
-    }
-    metric.erase(metric.begin() + static_cast<std::ptrdiff_t>(kept), metric.end());
-    f.sorted = false;  // the slots' places moved
-    f.changed = true;
-  }
-
-  // Sorts the family's series by labels and points every slot at its series' new place.
-  void sortSeries(Family& f) {
-    std::vector<prometheus::ClientMetric>& metric = f.family.metric;
-    std::sort(metric.begin(), metric.end(),
-              [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) { return a.label < b.label; });
-    for (std::size_t i = 0; i < metric.size(); ++i) {
-      key_.clear();
-      for (const prometheus::ClientMetric::Label& l : metric[i].label) {
-        key_ += l.value;
-        key_ += '\0';
-      }
-      const auto it = f.index.find(key_);
-      assert(it != f.index.end() && "every series has its slot");
-      if (it != f.index.end()) it->second.at = i;
-    }
-    f.sorted = true;
-  }
-
-  std::size_t budget_ = 0;
-  std::size_t added_ = 0;
-  std::size_t dropped_ = 0;
-  bool counting_only_ = false;
-  std::uint64_t generation_ = 0;
-  std::vector<Family> families_;  // by rank in the catalogue
-  std::string key_;               // the series being added, reused
-};
-
-// The page: TextSerializer's text of the families, into a buffer of `size_hint` bytes (a stream
-// that grows as it goes costs more than the serializing).
-std::string pageOf(const std::vector<prometheus::MetricFamily>& families, std::size_t size_hint) {
-  std::string buffer;
-  buffer.reserve(size_hint);
-  std::ostringstream out(std::move(buffer));
-  prometheus::TextSerializer().Serialize(out, families);
-  return std::move(out).str();
-}
-
-using Families = std::vector<std::shared_ptr<const prometheus::MetricFamily>>;
 
 void emitProcessGroup(SeriesSink& sink, const ProcessGroup& g, const Workload& w) {
   const CgroupLabels cg = labelsOf(g.cgroup, w);
@@ -482,13 +249,10 @@ struct Exporter::State {
   // The page: the exposition text of the families of update `page_generation` (the scrape
   // duration is added per scrape). Written by the scrape that first finds a newer update, under
   // render_mu (one at a time); when scrapes are rarer than samples, most updates are never
-  // written as text at all.
+  // written as text at all. A series an update did not change keeps its text.
   std::mutex render_mu;
-  std::string page;
+  PageText page;
   std::uint64_t page_generation = 0;
-  // Each family's text on the page, by the family it was written from: a family an update did
-  // not change is the same object, and its text is not written again.
-  std::vector<std::pair<std::shared_ptr<const prometheus::MetricFamily>, std::string>> texts;
 };
 
 void Exporter::recordBudget(const BudgetDecision& d) {
@@ -719,43 +483,18 @@ std::string Exporter::render(double last_scrape_duration_s) const {
       scrape_slot = state_->scrape_slot;
     }
     if (families && generation != state_->page_generation) {
-      // Each family written anew only where the update changed it (families come in catalogue
-      // order, so the last page's texts are walked alongside).
-      auto& texts = state_->texts;
-      std::vector<std::pair<std::shared_ptr<const prometheus::MetricFamily>, std::string>> next;
-      next.reserve(families->size());
-      std::size_t old = 0;
-      for (const auto& family : *families) {
-        std::size_t j = old;
-        while (j < texts.size() && texts[j].first->name != family->name) ++j;
-        if (j < texts.size()) {
-          old = j + 1;
-          if (texts[j].first == family) {
-            next.emplace_back(family, std::move(texts[j].second));
-            continue;
-          }
-        }
-        next.emplace_back(family, pageOf({*family}, 4096));
-      }
-      texts = std::move(next);
-      std::string page;
-      page.reserve(state_->page.size() + state_->page.size() / 8 + 4096);  // room for the last page and some
-      for (const auto& [family, text] : texts) page += text;
-      state_->page = std::move(page);
+      state_->page.write(*families);
       state_->page_generation = generation;
     }
-    out.reserve(state_->page.size() + 256);
-    out = state_->page;
+    out.reserve(state_->page.page().size() + 256);
+    out = state_->page.page();
   }
   // The scrape's own duration, known only now: its family written after the page's.
   const MetricInfo* info = infoOf(kScrapeDuration);
   if (scrape_slot && info != nullptr) {
-    std::vector<prometheus::MetricFamily> scrape(1);
-    scrape[0].name = info->name;
-    scrape[0].help = info->help;
-    scrape[0].type = exposedType(info->type);
-    scrape[0].metric.emplace_back().gauge.value = last_scrape_duration_s;
-    out += pageOf(scrape, 256);
+    std::vector<prometheus::ClientMetric> series(1);
+    series[0].gauge.value = last_scrape_duration_s;
+    out += familyText(*info, std::move(series));
   }
   return out;
 }
