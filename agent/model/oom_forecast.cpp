@@ -407,7 +407,7 @@ std::vector<BoundReading> boundReadings(const Snapshot& snap, std::size_t proces
       r.wall_ns = snap.wall_time_ns;
       r.limit = b.limit;
       r.usage = b.usage;
-      r.reclaimable = b.reclaimable;
+      if (!b.light) r.reclaimable = b.reclaimable;  // a light one: usage alone (a light reading)
       if (b.name == "host") {
         if (snap.host.pressure) {
           r.psi_some = snap.host.pressure->some.avg10;

@@ -268,10 +268,11 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   std::vector<std::vector<Bound>> bounds(raw.cgroups.size());
   for (std::size_t i = 0; i < raw.cgroups.size(); ++i) {
     const CgroupMemory& cg = raw.cgroups[i];
-    if (cg.limit) bounds[i].push_back(Bound{cg.path, *cg.limit, cg.usage, reclaimableBytes(cg)});
+    if (cg.limit) bounds[i].push_back(Bound{cg.path, *cg.limit, cg.usage, reclaimableBytes(cg), cg.light});
     for (auto parent = parentCgroup(cg.path); parent; parent = parentCgroup(*parent)) {
       const CgroupMemory* a = limitOf(*parent);
-      if (a != nullptr && a->limit) bounds[i].push_back(Bound{a->path, *a->limit, a->usage, reclaimableBytes(*a)});
+      if (a != nullptr && a->limit)
+        bounds[i].push_back(Bound{a->path, *a->limit, a->usage, reclaimableBytes(*a), a->light});
     }
   }
 

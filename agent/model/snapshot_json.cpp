@@ -96,6 +96,9 @@ json toJson(const CgroupMemory& c) {
       {"oom_kills", opt(c.oom_kills)},
       {"stat", toJson(c.stat)},
       {"warnings", c.warnings},
+      // "light": the usage, the limit and the OOM counters read at this sample, the rest at the
+      // last walk's (a cgroup far from every bound, between two walks).
+      {"read", c.light ? "light" : "whole"},
   };
   if (c.version == 1) {
     j["hierarchical_limit_bytes"] = opt(c.effectiveLimitHint());

@@ -309,6 +309,44 @@ constexpr std::array kV1Files = {
     FileSpec{"memory.failcnt", false},
     FileSpec{"memory.kmem.usage_in_bytes", false},
 };
+// What a light read reads again: the usage, the limit and the OOM counters.
+constexpr std::array kV2LightFiles = {FileSpec{"memory.current", true}, FileSpec{"memory.max", true},
+                                      FileSpec{"memory.events", false}};
+constexpr std::array kV1LightFiles = {FileSpec{"memory.usage_in_bytes", true}, FileSpec{"memory.limit_in_bytes", true},
+                                      FileSpec{"memory.oom_control", false}};
+
+// Reads `files` into `cg`: a required file unreadable or malformed is the error, an optional one
+// a warning (absent: listed in `absent`, no warning).
+template <std::size_t N>
+Status readFiles(const CgroupFileReader& read, std::string_view dir_path, CgroupMemory& cg,
+                 const std::array<FileSpec, N>& files, bool root, std::set<std::string_view>& absent) {
+  for (FileSpec f : files) {
+    // The v2 hierarchy's root has no memory.current or memory.max; a cgroup namespace's root (a
+    // container's own cgroup) is no root to the kernel and has both, the limit among them.
+    if (root && cg.version == 2 &&
+        (f.name == std::string_view("memory.current") || f.name == std::string_view("memory.max")))
+      f.required = false;
+    auto text = read(f.name);
+    if (!text) {
+      if (!f.required && text.error().code == ENOENT) {
+        absent.insert(f.name);
+        continue;
+      }
+      if (!f.required) {
+        cg.warnings.push_back(text.error().describe());
+        continue;
+      }
+      return text.error();
+    }
+    auto st = detail::applyCgroupFile(cg, f.name, *text);
+    if (!st) {
+      Error e = st.error().wrap(fmt::format("parsing {}/{}", dir_path, f.name));
+      if (f.required) return e;
+      cg.warnings.push_back(e.describe());
+    }
+  }
+  return ok();
+}
 }  // namespace
 
 std::uint64_t v2RootUsage(const StatMap& st) {
@@ -334,45 +372,29 @@ Result<CgroupMemory> readCgroupMemory(const CgroupFileReader& read, std::string_
   cg.version = version;
   cg.path = path;
   std::set<std::string_view> absent;  // optional files that are not there
-  auto readOne = [&](const FileSpec& f) -> Status {
-    auto text = read(f.name);
-    if (!text) {
-      if (!f.required && text.error().code == ENOENT) {
-        absent.insert(f.name);
-        return ok();
-      }
-      if (!f.required) {
-        cg.warnings.push_back(text.error().describe());
-        return ok();
-      }
-      return text.error();
-    }
-    auto st = detail::applyCgroupFile(cg, f.name, *text);
-    if (!st) {
-      Error e = st.error().wrap(fmt::format("parsing {}/{}", dir_path, f.name));
-      if (f.required) return e;
-      cg.warnings.push_back(e.describe());
-    }
-    return ok();
-  };
+  const bool root = path == "/";
   if (version == 2) {
-    // The hierarchy's root has no memory.current or memory.max; a cgroup namespace's root (a
-    // container's own cgroup) is no root to the kernel and has both, the limit among them.
-    const bool root = path == "/";
-    for (FileSpec f : kV2Files) {
-      if (root && (f.name == std::string_view("memory.current") || f.name == std::string_view("memory.max")))
-        f.required = false;
-      if (auto st = readOne(f); !st) return st.error();
-    }
+    if (auto st = readFiles(read, dir_path, cg, kV2Files, root, absent); !st) return st.error();
     if (root && absent.count("memory.current") != 0) {
       cg.usage = v2RootUsage(cg.stat);
       cg.usage_from_stat = true;
     }
-  } else {
-    for (const auto& f : kV1Files) {
-      if (auto st = readOne(f); !st) return st.error();
-    }
+  } else if (auto st = readFiles(read, dir_path, cg, kV1Files, root, absent); !st) {
+    return st.error();
   }
+  return cg;
+}
+
+Result<CgroupMemory> readCgroupMemoryLight(const CgroupFileReader& read, std::string_view dir_path,
+                                           const CgroupMemory& last) {
+  if (last.usage_from_stat) return readCgroupMemory(read, dir_path, last.version, last.path);
+  CgroupMemory cg = last;
+  cg.warnings.clear();
+  cg.light = true;
+  std::set<std::string_view> absent;
+  auto st = last.version == 2 ? readFiles(read, dir_path, cg, kV2LightFiles, last.path == "/", absent)
+                              : readFiles(read, dir_path, cg, kV1LightFiles, last.path == "/", absent);
+  if (!st) return st.error();
   return cg;
 }
 

@@ -46,7 +46,7 @@ Result<std::string> CgroupFileCache::readHeld(Entry& e, const char* name, bool& 
   return text;
 }
 
-Result<CgroupMemory> CgroupFileCache::read(const CgroupHierarchy& h, std::string_view path) {
+Result<CgroupMemory> CgroupFileCache::read(const CgroupHierarchy& h, std::string_view path, bool light) {
   const std::string p = normaliseCgroupPath(path);
   // Held by directory: should the hierarchy's mapping of paths change (its cgroup namespace root
   // located late), a path names another directory, opened anew.
@@ -56,14 +56,23 @@ Result<CgroupMemory> CgroupFileCache::read(const CgroupHierarchy& h, std::string
     if (full()) return h.read(p);  // past the budget: the plain way
     auto dir = h.open(p);
     if (!dir) return dir.error();
-    it = entries_.emplace(where, Entry{std::move(*dir), {}, true}).first;
+    it = entries_.emplace(where, Entry{std::move(*dir), {}, true, std::nullopt}).first;
     ++held_fds_;
   }
   Entry& e = it->second;
   e.used = true;
   bool gone = false;
-  auto cg = readCgroupMemory([&](const char* name) { return readHeld(e, name, gone); }, e.dir.path(), h.version(), p);
-  if (!gone && cg) return cg;
+  auto reader = [&](const char* name) { return readHeld(e, name, gone); };
+  if (light && e.whole && e.whole->path == p) {
+    auto cg = readCgroupMemoryLight(reader, e.dir.path(), *e.whole);
+    if (!gone && cg) return cg;
+  } else {
+    auto cg = readCgroupMemory(reader, e.dir.path(), h.version(), p);
+    if (!gone && cg) {
+      e.whole = *cg;
+      return cg;
+    }
+  }
   // Removed, or removed and made again, since its files were opened (or a file that must be
   // there is not): forgotten, and read as it is now.
   forget(it);

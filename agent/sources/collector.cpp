@@ -263,11 +263,16 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
         stats.processes_outside_mount, outsideMount(), first_outside.first, first_outside.second));
   }
 
-  auto readCgroup = [&](const std::string& path) {
-    return opts.cgroup_files != nullptr ? opts.cgroup_files->read(hierarchy_, path) : hierarchy_.read(path);
+  // Between two walks the cgroups far from every bound (not among those read again) are read
+  // lightly: their usage, limit and OOM counters; their breakdown is the last whole read's.
+  std::set<std::string> whole;
+  if (!walk)
+    for (const std::string& c : opts.refresh_cgroups) whole.insert(normaliseCgroupPath(c));
+  auto readCgroup = [&](const std::string& path, bool light = false) {
+    return opts.cgroup_files != nullptr ? opts.cgroup_files->read(hierarchy_, path, light) : hierarchy_.read(path);
   };
   for (const std::string& path : watched) {
-    auto cg = readCgroup(path);
+    auto cg = readCgroup(path, !walk && !whole.contains(path));
     if (!cg) {
       // A cgroup of the last walk's processes removed since (all of them gone) is not an error.
       const bool carried_gone =

@@ -140,5 +140,29 @@ TEST_F(CgroupFiles, TheDescriptorBudgetHoldsAndUnreadCgroupsAreClosed) {
   EXPECT_EQ(cache.heldFds(), 0U);
 }
 
+// A light read of a held cgroup: its usage, limit and OOM counters as the kernel has them now,
+// the rest the last whole read's; the first read of a cgroup, light or not, is whole.
+TEST_F(CgroupFiles, ALightReadOfAHeldCgroupShowsItsUsageAndLimitNowAndTheRestAsTheWholeReadFoundThem) {
+  auto sb = CgroupSandbox::create("cgroup-files-light");
+  ASSERT_TRUE(sb) << sb.error().describe();
+  ASSERT_TRUE(sb->setLimit(64 * kMiB));
+  CgroupFileCache cache;
+  auto first = cache.read(*hierarchy_, sb->path(), true);
+  ASSERT_TRUE(first) << first.error().describe();
+  EXPECT_FALSE(first->light) << "nothing to carry yet: read whole";
+  ASSERT_TRUE(sb->setLimit(32 * kMiB));
+  auto light = cache.read(*hierarchy_, sb->path(), true);
+  ASSERT_TRUE(light) << light.error().describe();
+  EXPECT_TRUE(light->light);
+  EXPECT_EQ(light->limit, 32 * kMiB);
+  EXPECT_EQ(light->usage, hierarchy_->read(sb->path())->usage);
+  EXPECT_EQ(light->stat.size(), first->stat.size());
+  EXPECT_EQ(light->oom_kills, first->oom_kills);
+  auto whole = cache.read(*hierarchy_, sb->path());
+  ASSERT_TRUE(whole) << whole.error().describe();
+  EXPECT_FALSE(whole->light);
+  EXPECT_EQ(whole->limit, 32 * kMiB);
+}
+
 }  // namespace
 }  // namespace headroom

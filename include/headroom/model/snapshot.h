@@ -114,6 +114,9 @@ struct Bound {
   // Page cache under this bound the kernel can drop at once (see reclaimableBytes); host: 0,
   // since MemAvailable already counts what can be reclaimed.
   std::uint64_t reclaimable = 0;
+  // Its cgroup read lightly (CgroupMemory::light): `reclaimable` is the last whole read's, no
+  // figure to make a trend of.
+  bool light = false;
   std::uint64_t room() const { return limit > usage ? limit - usage : 0; }
 };
 

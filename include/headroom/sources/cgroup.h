@@ -167,6 +167,10 @@ struct CgroupMemory {
   // Optional files that were present but unreadable or malformed; never silently dropped.
   std::vector<std::string> warnings;
 
+  // A light read (readCgroupMemoryLight): the usage, the limit and the OOM counters read now,
+  // the rest as the last whole read found it.
+  bool light = false;
+
   // The limit in force counting ancestors, where the kernel says it (v1); v2 callers walk up.
   std::optional<std::uint64_t> effectiveLimitHint() const;
 };
@@ -183,6 +187,13 @@ Result<CgroupMemory> readCgroupMemory(const Dir& dir, int version, const std::st
 using CgroupFileReader = std::function<Result<std::string>(const char* name)>;
 Result<CgroupMemory> readCgroupMemory(const CgroupFileReader& read, std::string_view dir_path, int version,
                                       const std::string& path);
+// A cgroup read lightly, from its last whole read: the usage, the limit and the OOM counters
+// again (v1 memory.usage_in_bytes, memory.limit_in_bytes and memory.oom_control; v2
+// memory.current, memory.max and memory.events), the rest (memory.stat, the peak, the pressure,
+// ...) as `last` has them, `light` set. A v2 root, whose usage is its memory.stat's sum, is read
+// whole.
+Result<CgroupMemory> readCgroupMemoryLight(const CgroupFileReader& read, std::string_view dir_path,
+                                           const CgroupMemory& last);
 
 // Pure parts of the reader, exposed for tests: one file's text applied to a CgroupMemory.
 namespace detail {

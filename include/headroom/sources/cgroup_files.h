@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,7 +27,9 @@ class CgroupFileCache {
   // The cgroup's memory files, as CgroupHierarchy::read reads them. A cgroup removed (its held
   // files answer ENODEV) or recreated under the same path is opened anew, and so read as it
   // is now: missing, or the new one.
-  Result<CgroupMemory> read(const CgroupHierarchy& h, std::string_view path);
+  // `light`: the usage, the limit and the OOM counters alone read again, the rest from the last
+  // whole read of its held files (readCgroupMemoryLight); read whole where there is none.
+  Result<CgroupMemory> read(const CgroupHierarchy& h, std::string_view path, bool light = false);
   // Closes the files of the cgroups not read since the last call: call once a sample.
   void sweep();
 
@@ -42,6 +45,7 @@ class CgroupFileCache {
     Dir dir;
     std::map<std::string, Fd, std::less<>> files;  // opened on first read; an absent one as -1
     bool used = true;
+    std::optional<CgroupMemory> whole;  // the last whole read, for the light ones after it
   };
   using Entries = std::map<std::string, Entry, std::less<>>;
   Result<std::string> readHeld(Entry& e, const char* name, bool& gone);

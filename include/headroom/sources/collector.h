@@ -55,7 +55,9 @@ struct CollectOptions {
   std::vector<std::string> carried_cgroups;
   // With walk false: cgroups each of whose processes is read again, those started since the
   // walk too (their cgroup.procs: the prover's budget cgroup, those near a bound). More than
-  // `refresh_at_most` processes to read in all: the collection walks instead.
+  // `refresh_at_most` processes to read in all: the collection walks instead. These and every
+  // ancestor are read whole; the other cgroups lightly (with `cgroup_files`: their usage, limit
+  // and OOM counters, the rest as their last whole read found it; CgroupMemory::light).
   std::vector<std::string> refresh_cgroups;
   std::size_t refresh_at_most = 64;
 };

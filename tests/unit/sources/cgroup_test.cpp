@@ -179,6 +179,61 @@ TEST(ReadCgroupMemory, V2AllFiles) {
   EXPECT_TRUE(cg->swap_events.empty()) << "no memory.swap.events: none read, nothing said";
 }
 
+// Between two walks a cgroup far from its bounds is read lightly: three files, the usage, the
+// limit and the OOM counters as they are now, the rest as the whole read before found it.
+TEST(ReadCgroupMemory, ALightReadTakesUsageLimitAndOomCountersAnewAndTheRestFromTheLastWholeRead) {
+  for (const int version : {1, 2}) {
+    SCOPED_TRACE(version);
+    FixtureTree t;
+    std::string dir;
+    if (version == 1) {
+      t.mountV1();
+      t.cgroupV1("/jobs", 300ULL << 20, 1ULL << 30, 200ULL << 20, 100ULL << 20, 0, 0);
+      dir = "/sys/fs/cgroup/memory/jobs";
+    } else {
+      t.mountV2();
+      t.cgroupV2("/jobs", 300ULL << 20, "1073741824", kV2Stat);
+      dir = "/sys/fs/cgroup/jobs";
+    }
+    auto fs = t.fs();
+    auto d = fs.openDir(dir);
+    ASSERT_TRUE(d) << d.error().describe();
+    std::vector<std::string> read;
+    CgroupFileReader reader = [&](const char* name) {
+      read.emplace_back(name);
+      return d->readFile(name);
+    };
+    auto whole = readCgroupMemory(reader, dir, version, "/jobs");
+    ASSERT_TRUE(whole) << whole.error().describe();
+    EXPECT_FALSE(whole->light);
+    const std::size_t whole_files = read.size();
+
+    // Since: more used, a lower limit, a kill, another breakdown.
+    t.write(dir + (version == 1 ? "/memory.usage_in_bytes" : "/memory.current"), std::to_string(400ULL << 20) + "\n");
+    t.write(dir + (version == 1 ? "/memory.limit_in_bytes" : "/memory.max"), std::to_string(512ULL << 20) + "\n");
+    if (version == 1)
+      t.write(dir + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n");
+    else
+      t.write(dir + "/memory.events", "low 0\nhigh 0\nmax 9\noom 5\noom_kill 4\n");
+    t.write(dir + "/memory.stat", version == 1 ? "total_rss 1\n" : "anon 1\n");
+    read.clear();
+    auto light = readCgroupMemoryLight(reader, dir, *whole);
+    ASSERT_TRUE(light) << light.error().describe();
+    EXPECT_EQ(read.size(), 3U) << "of " << whole_files;
+    EXPECT_TRUE(light->light);
+    EXPECT_EQ(light->usage, 400ULL << 20);
+    EXPECT_EQ(light->limit.value(), 512ULL << 20);
+    EXPECT_EQ(light->oom_kills.value(), 4U);
+    EXPECT_EQ(light->stat.size(), whole->stat.size()) << "memory.stat not read: the whole read's";
+    EXPECT_EQ(light->peak, whole->peak);
+    EXPECT_EQ(light->path, "/jobs");
+
+    // A required file gone (the cgroup removed): an error, as a whole read's.
+    t.remove(dir + (version == 1 ? "/memory.usage_in_bytes" : "/memory.current"));
+    EXPECT_FALSE(readCgroupMemoryLight(reader, dir, *whole));
+  }
+}
+
 // Hand-made: memory.swap.events as 6.1 writes it (high, max, fail), and memory.events with the
 // oom_group_kill line of 5.17+.
 TEST(ReadCgroupMemory, V2SwapEventsAndGroupKills) {
