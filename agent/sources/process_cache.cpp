@@ -120,7 +120,7 @@ void ProcessCache::forget() {
   std::erase_if(by_pid_, [&](const auto& kv) { return kv.second.seen != sample_; });
   // Ids of cgroups no process is in any more (a removed cgroup's id is never reused).
   if (by_cgroup_id_.size() > 2 * by_pid_.size() + 64) {
-    std::unordered_map<std::uint64_t, ProcCgroups> live;
+    std::unordered_map<std::uint64_t, std::shared_ptr<const ProcCgroups>> live;
     for (const auto& [pid, e] : by_pid_) {
       auto it = by_cgroup_id_.find(e.cgroup_id);
       if (it != by_cgroup_id_.end()) live.insert(*it);
@@ -129,14 +129,14 @@ void ProcessCache::forget() {
   }
 }
 
-const ProcCgroups* ProcessCache::cgroupsOf(std::uint64_t id) const {
+std::shared_ptr<const ProcCgroups> ProcessCache::cgroupsOf(std::uint64_t id) const {
   if (id == 0) return nullptr;
   auto it = by_cgroup_id_.find(id);
-  return it == by_cgroup_id_.end() ? nullptr : &it->second;
+  return it == by_cgroup_id_.end() ? nullptr : it->second;
 }
 
-void ProcessCache::rememberCgroups(std::uint64_t id, const ProcCgroups& cg) {
-  if (id != 0) by_cgroup_id_[id] = cg;
+void ProcessCache::rememberCgroups(std::uint64_t id, std::shared_ptr<const ProcCgroups> cg) {
+  if (id != 0) by_cgroup_id_[id] = std::move(cg);
 }
 
 void ProcessCache::beginSample(std::int64_t now_ns) {
@@ -188,7 +188,7 @@ ProcessRead readProcessCached(const FsRoot& fs, pid_t pid, ProcessCache& cache, 
   auto st = readStat(*dir, reads);
   if (!st) return failed(st.error());
   CachedProcess& e = cache.entry(pid, st->start_time_ticks);
-  e.cgroups = std::move(*cg);
+  e.cgroups = std::make_shared<const ProcCgroups>(std::move(*cg));
 
   // status (uid, the RSS split, page tables, locked and pinned) only when the size, the resident
   // pages or the thread count moved (stat has all three), or at the PSS period.
@@ -234,14 +234,14 @@ ProcessRead completeKernelProcess(const FsRoot& fs, const KernelProcess& k, Proc
   };
 
   if (!e.cgroups || e.cgroup_id != k.cgroup_id || k.cgroup_id == 0) {
-    if (const ProcCgroups* known = cache.cgroupsOf(k.cgroup_id)) {
-      e.cgroups = *known;
+    if (auto known = cache.cgroupsOf(k.cgroup_id)) {
+      e.cgroups = std::move(known);
     } else {
       if (auto err = openDir()) return failed(*err);
       auto cg = readCgroups(*dir, reads);
       if (!cg) return failed(cg.error());
-      e.cgroups = *cg;
-      cache.rememberCgroups(k.cgroup_id, *cg);
+      e.cgroups = std::make_shared<const ProcCgroups>(std::move(*cg));
+      cache.rememberCgroups(k.cgroup_id, e.cgroups);
     }
     e.cgroup_id = k.cgroup_id;
   }

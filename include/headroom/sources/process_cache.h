@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -74,7 +75,8 @@ struct CachedProcess {
   SharedString cmdline;
   bool cmdline_read = false;
   std::uint64_t cgroup_id = 0;  // kernel source: the id `cgroups` was read for
-  std::optional<ProcCgroups> cgroups;
+  // Shared by the processes of one cgroup where the kernel source names it by id.
+  std::shared_ptr<const ProcCgroups> cgroups;
   std::optional<SmapsRollup> smaps;
   std::int64_t smaps_read_ns = 0;    // CLOCK_MONOTONIC
   std::uint64_t smaps_read_rss = 0;  // the RSS when it was read
@@ -103,8 +105,8 @@ class ProcessCache {
   void forget();
   std::size_t size() const { return by_pid_.size(); }
   // A kernel cgroup id's memory cgroup path, as /proc/<pid>/cgroup named it.
-  const ProcCgroups* cgroupsOf(std::uint64_t id) const;
-  void rememberCgroups(std::uint64_t id, const ProcCgroups& cg);
+  std::shared_ptr<const ProcCgroups> cgroupsOf(std::uint64_t id) const;
+  void rememberCgroups(std::uint64_t id, std::shared_ptr<const ProcCgroups> cg);
 
   // Whether to read the process's PSS now; a read for age or first sight of a small process
   // takes one from the budget, and waits when there is none.
@@ -119,7 +121,7 @@ class ProcessCache {
   std::int64_t pss_refilled_ns_ = 0;
   std::uint64_t pss_deferred_ = 0;
   std::unordered_map<pid_t, CachedProcess> by_pid_;
-  std::unordered_map<std::uint64_t, ProcCgroups> by_cgroup_id_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<const ProcCgroups>> by_cgroup_id_;
 };
 
 // How one process's figures were found.
