@@ -79,7 +79,7 @@ struct AgentConfig {
   std::size_t max_processes = 20000;             // processes read per sample; beyond, counted only
   // The walk of every process: at most this much CPU a second of wall time (0: every sample
   // walks), never more than process_walk_max_interval apart (walk_pacer.h).
-  std::chrono::milliseconds process_walk_budget{5};
+  std::chrono::milliseconds process_walk_budget{3};
   std::chrono::milliseconds process_walk_max_interval{10000};
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";          // trace, debug, info, warn, error
