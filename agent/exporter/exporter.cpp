@@ -14,21 +14,14 @@
 #include <prometheus/client_metric.h>
 
 #include <algorithm>
-#include <array>
-#include <bit>
-#include <cassert>
 #include <exception>
-#include <initializer_list>
 #include <limits>
-#include <set>
-#include <sstream>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 #include "families.h"
-#include "headroom/util/text.h"
 #include "headroom/version.h"
 #include "process_groups.h"
 #include "series_sink.h"

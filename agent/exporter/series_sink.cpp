@@ -37,14 +37,21 @@ prometheus::MetricFamily emptyFamily(const MetricInfo& info) {
   return f;
 }
 
+}  // namespace
+
+std::string familyText(const MetricInfo& info, std::vector<prometheus::ClientMetric> series) {
+  std::vector<prometheus::MetricFamily> one(1, emptyFamily(info));
+  one[0].metric = std::move(series);
+  return pageOf(one, 256 + 128 * one[0].metric.size());
+}
+
+namespace {
+
 // TextSerializer's lines for `series` of the family `info` (one line each: a counter's or a
 // gauge's sample line, its label values escaped), without the family's HELP and TYPE.
 std::vector<std::string> linesOf(const MetricInfo& info, std::vector<prometheus::ClientMetric> series) {
   const std::size_t n = series.size();
-  std::vector<prometheus::MetricFamily> one(1, emptyFamily(info));
-  one[0].help.clear();  // the header is not kept: no help to write
-  one[0].metric = std::move(series);
-  const std::string text = pageOf(one, 128 * n + 128);
+  const std::string text = familyText(info, std::move(series));
   std::vector<std::string> lines;
   lines.reserve(n);
   std::size_t at = 0;
@@ -59,12 +66,6 @@ std::vector<std::string> linesOf(const MetricInfo& info, std::vector<prometheus:
 }
 
 }  // namespace
-
-std::string familyText(const MetricInfo& info, std::vector<prometheus::ClientMetric> series) {
-  std::vector<prometheus::MetricFamily> one(1, emptyFamily(info));
-  one[0].metric = std::move(series);
-  return pageOf(one, 256 + 128 * one[0].metric.size());
-}
 
 const MetricInfo* infoOf(std::string_view name) {
   const MetricInfo* info = findMetric(name);
