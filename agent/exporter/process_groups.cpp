@@ -1,6 +1,7 @@
 #include "process_groups.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -11,15 +12,11 @@ namespace headroom::exporter_detail {
 void GroupSums::update(const Snapshot& snap, const std::unordered_set<std::string_view>& left_out_cgroups) {
   std::set<std::string, std::less<>> left_out(left_out_cgroups.begin(), left_out_cgroups.end());
   const ProcessList& now = snap.processes;
-  bool same = valid_ && left_out == left_out_cgroups_ && list_.size() == now.size();
-  std::vector<std::size_t> changed;
-  for (std::size_t i = 0; same && i < now.size(); ++i) {
-    if (list_.shared(i) == now.shared(i)) continue;
-    changed.push_back(i);
-    same = changed.size() <= now.size() / 4 + 16;  // most changed: summed anew
-  }
-  if (same) {
-    for (std::size_t i : changed) {
+  std::optional<std::vector<std::size_t>> changed;
+  if (valid_ && left_out == left_out_cgroups_)
+    changed = now.changedFrom(list_, now.size() / 4 + 16);  // most changed: summed anew
+  if (changed) {
+    for (std::size_t i : *changed) {
       move(std::as_const(list_)[i], false);
       move(now[i], true);
     }

@@ -102,8 +102,9 @@ struct ProcessGroup {
 
 // Every process summed into its (cgroup, role, comm) group, kept from one update to the next.
 // Between two walks a snapshot's processes are the last one's objects but for the few read
-// again: only those move between the sums (a pointer compared per process, not every process's
-// figures summed again); a walk, or other cgroups left out, sums them all anew.
+// again: only those move between the sums (a pointer compared per chunk of the list the two
+// share, not every process's figures summed again); a walk, or other cgroups left out, sums them
+// all anew.
 class GroupSums {
  public:
   // Groups keyed "cgroup\0<role>comm": in the order of (cgroup, role, comm).

@@ -78,10 +78,10 @@ void FlightRecorder::record(const Snapshot& snap, const std::map<std::string, st
   const std::int64_t now = snap.monotonic_time_ns != 0 ? snap.monotonic_time_ns : snap.wall_time_ns;
   std::size_t taken = 0;
   std::vector<std::size_t> largest;
-  // Every process's RSS by index, read once: the sorts below compare these, not the processes.
-  std::vector<std::uint64_t> rss;
-  rss.reserve(snap.processes.size());
-  for (const ProcessSnapshot& q : snap.processes) rss.push_back(q.attribution.rss);
+  // Every process's RSS by index, from the snapshot's columns: the sorts below compare these,
+  // not the processes.
+  const auto columns = columnsOf(snap);
+  const std::vector<std::uint64_t>& rss = columns->rss;
   for (const CgroupSnapshot& c : snap.cgroups) {
     if (taken == max_cgroups_) break;
     ++taken;

@@ -74,26 +74,16 @@ namespace {
 
 std::uint64_t sat(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
 
-ProcessSums sumProcesses(const std::vector<const ProcessSample*>& procs) {
+ProcessSums sumsOf(const ProcessTotals& t) {
   ProcessSums s;
   s.shmem_mapped_source = "sum of Pss_Shmem of the cgroup's processes (capped at shmem)";
   s.page_tables_source = "sum of VmPTE of the cgroup's processes";
-  s.threads = 0;
-  std::size_t without_pss = 0;
-  for (const ProcessSample* p : procs) {
-    if (p->smaps) {
-      s.shmem_mapped += p->smaps->pss_shmem;
-    } else {
-      // Without PSS the whole RssShmem is counted: an over-estimate of what is mapped.
-      s.shmem_mapped += p->status.rss_shmem;
-      ++without_pss;
-    }
-    s.page_tables += p->status.vm_pte;
-    s.threads = s.threads.value_or(0) + p->status.threads;
-  }
-  if (without_pss > 0)
+  s.shmem_mapped = t.shmem_mapped;
+  s.page_tables = t.page_tables;
+  s.threads = t.threads;
+  if (t.without_pss > 0)
     s.notes.push_back(
-        fmt::format("{} process(es) without readable smaps_rollup: their RssShmem counted as mapped", without_pss));
+        fmt::format("{} process(es) without readable smaps_rollup: their RssShmem counted as mapped", t.without_pss));
   return s;
 }
 
@@ -208,7 +198,40 @@ Attribution splitUsage(const SplitInputs& in, const ProcessSums& sums) {
   return a;
 }
 
+void ProcessTotals::add(const ProcessSample& p) {
+  if (p.smaps) {
+    shmem_mapped += p.smaps->pss_shmem;
+    size += p.smaps->pss;
+  } else {
+    // Without PSS the whole RssShmem is counted: an over-estimate of what is mapped.
+    shmem_mapped += p.status.rss_shmem;
+    size += p.status.vm_rss;
+    ++without_pss;
+  }
+  page_tables += p.status.vm_pte;
+  threads += p.status.threads;
+}
+
+void ProcessTotals::remove(const ProcessSample& p) {
+  if (p.smaps) {
+    shmem_mapped -= p.smaps->pss_shmem;
+    size -= p.smaps->pss;
+  } else {
+    shmem_mapped -= p.status.rss_shmem;
+    size -= p.status.vm_rss;
+    --without_pss;
+  }
+  page_tables -= p.status.vm_pte;
+  threads -= p.status.threads;
+}
+
 Attribution attributeCgroup(const CgroupMemory& cg, const std::vector<const ProcessSample*>& procs) {
+  ProcessTotals totals;
+  for (const ProcessSample* p : procs) totals.add(*p);
+  return attributeCgroup(cg, totals);
+}
+
+Attribution attributeCgroup(const CgroupMemory& cg, const ProcessTotals& totals) {
   SplitInputs in;
   in.stat = &cg.stat;
   in.version = cg.version;
@@ -216,7 +239,7 @@ Attribution attributeCgroup(const CgroupMemory& cg, const std::vector<const Proc
   in.root = cg.path == "/";
   in.usage_from_stat = cg.usage_from_stat;
   in.kmem = cg.kmem_usage;
-  return splitUsage(in, sumProcesses(procs));
+  return splitUsage(in, sumsOf(totals));
 }
 
 }  // namespace headroom

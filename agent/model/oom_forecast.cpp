@@ -419,27 +419,19 @@ std::vector<BoundReading> boundReadings(const Snapshot& snap, std::size_t proces
       out.emplace(b.name, std::move(r));
     }
   }
-  // Each bound's processes as indices (the cgroups found once, not per process), the largest
-  // few picked among them; only those are copied out.
-  std::unordered_map<std::string_view, const CgroupSnapshot*> by_path;
-  for (const CgroupSnapshot& c : snap.cgroups) by_path.emplace(c.memory.path, &c);
-  // Each bound's list found once per cgroup: a cgroup's processes come in a row, sharing its path.
+  // Each bound's processes as indices, the largest few picked among them by the snapshot's
+  // columns (no process read but those); only those are copied out.
+  const auto columns = columnsOf(snap);
+  const std::vector<std::uint64_t>& rss = columns->rss;
   std::map<std::string_view, std::vector<std::size_t>> under;
-  std::vector<std::vector<std::size_t>*> lists;
-  const SharedString* last = nullptr;
-  std::vector<std::uint64_t> rss;  // by index, read once: the sorts below compare these
-  rss.reserve(snap.processes.size());
-  for (std::size_t i = 0; i < snap.processes.size(); ++i) {
-    const ProcessSnapshot& p = snap.processes[i];
-    rss.push_back(p.attribution.rss);
-    if (last == nullptr || !last->sharesWith(p.cgroup)) {
-      last = &p.cgroup;
-      lists.clear();
-      auto it = by_path.find(p.cgroup.str());
-      if (it != by_path.end())
-        for (const Bound& b : it->second->bounds) lists.push_back(&under[b.name]);
-    }
-    for (std::vector<std::size_t>* l : lists) l->push_back(i);
+  std::vector<std::vector<std::vector<std::size_t>*>> lists(snap.cgroups.size());  // by cgroup: its bounds'
+  for (std::size_t ci = 0; ci < snap.cgroups.size(); ++ci) {
+    for (const Bound& b : snap.cgroups[ci].bounds) lists[ci].push_back(&under[b.name]);
+  }
+  for (std::size_t i = 0; i < columns->cgroup.size(); ++i) {
+    const std::uint32_t ci = columns->cgroup[i];
+    if (ci == Snapshot::ProcessColumns::kNoCgroup) continue;
+    for (std::vector<std::size_t>* l : lists[ci]) l->push_back(i);
   }
   const auto rssOf = [&](std::size_t i) { return rss[i]; };
   std::vector<BoundReading> v;

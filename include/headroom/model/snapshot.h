@@ -120,6 +120,20 @@ struct Bound {
   std::uint64_t room() const { return limit > usage ? limit - usage : 0; }
 };
 
+// What the processes in a cgroup's subtree add up to, for its split and their overhead shares.
+// Kept with the snapshot: the next one between two walks takes away and adds again only the
+// processes read again, not every process summed anew.
+struct ProcessTotals {
+  std::uint64_t shmem_mapped = 0;  // Pss_Shmem; RssShmem where PSS is unknown (an over-estimate)
+  std::uint64_t page_tables = 0;   // VmPTE
+  std::uint64_t threads = 0;
+  std::uint64_t size = 0;         // PSS; RSS where PSS is unknown
+  std::uint64_t without_pss = 0;  // processes without a readable smaps_rollup
+  void add(const ProcessSample& p);
+  void remove(const ProcessSample& p);
+  friend bool operator==(const ProcessTotals&, const ProcessTotals&) = default;
+};
+
 // Page cache the kernel can drop at once, from memory.stat (v1 total_* keys, v2 keys): the
 // file LRUs less dirty, writeback and mapped pages (clean, unmapped cache).
 std::uint64_t reclaimableBytes(const CgroupMemory& cg);
@@ -130,6 +144,8 @@ struct CgroupSnapshot {
   std::vector<Bound> bounds;           // every bound, own first; host last
   std::optional<Bound> tightest;       // the bound with the least room
   std::vector<std::size_t> processes;  // indices into Snapshot::processes, by PSS descending
+  ProcessTotals totals;                // of those processes
+  SharedString name;                   // memory.path, one string with its processes' `cgroup`
   Workload workload;                   // what operators call it (filled by whoever can look names up)
 
   std::optional<std::uint64_t> headroom() const {
@@ -156,6 +172,20 @@ struct Snapshot {
   // Indices into `processes` by PSS (RSS where PSS is unknown) descending, ties by index: the
   // order each cgroup's `processes` is in (kept from one snapshot to the next between walks).
   std::shared_ptr<const std::vector<std::size_t>> by_size;
+  // What the passes over every process read of each, by index, side by side: a pass reads these
+  // (a few bytes a process, in a row) instead of each process's snapshot (hundreds of bytes, each
+  // elsewhere in memory); the next snapshot between two walks finds the processes read again by
+  // their pids. Made with the snapshot (see columnsOf for one made otherwise).
+  struct ProcessColumns {
+    static constexpr std::uint32_t kNoCgroup = UINT32_MAX;
+    std::vector<pid_t> pids;
+    std::vector<std::uint64_t> sizes;  // PSS; RSS where PSS is unknown
+    std::vector<std::uint64_t> rss;    // VmRSS
+    std::vector<Role> roles;
+    std::vector<std::uint32_t> cgroup;  // index into `cgroups` of the one it is attributed to
+    bool pid_order = false;             // pids ascending
+  };
+  std::shared_ptr<const ProcessColumns> columns;
   pid_t self_pid = 0;
   std::optional<pid_t> focus_pid;
   CollectStats stats;
@@ -165,12 +195,17 @@ struct Snapshot {
   const ProcessSnapshot* findProcess(pid_t pid) const;
 };
 
+// `snap`'s columns: its own when it was built with them and its processes are still those,
+// else made from its processes.
+std::shared_ptr<const Snapshot::ProcessColumns> columnsOf(const Snapshot& snap);
+
 // Stack size of one thread in the kernel (THREAD_SIZE: 16 KiB on x86-64 and arm64), used to
 // estimate kernel stacks where the kernel does not count them per cgroup (v1).
 inline constexpr std::uint64_t kKernelStackBytes = 16 * 1024;
 
 // Splits one cgroup's usage given the processes in its subtree (pure).
 Attribution attributeCgroup(const CgroupMemory& cg, const std::vector<const ProcessSample*>& procs);
+Attribution attributeCgroup(const CgroupMemory& cg, const ProcessTotals& totals);
 
 // Where an OOM victim belongs, for its metrics and the budget: the process of the same pid and
 // comm in `snap` (a reused pid is not taken for it) with its watched cgroup and role; else,
@@ -195,7 +230,9 @@ struct OomWorkloads {
 // A collection between two walks (raw.stats.processes_carried) takes its processes from
 // `carry_from` (the last snapshot): shared, those read again (raw.refreshed) replaced or, gone,
 // dropped, those read and new to it added after them; the carried keep the figures, roles and
-// overhead shares of their walk.
+// overhead shares of their walk. When none went and none came (the usual case), the work is in
+// the processes read again: the rest are neither read nor summed again, each cgroup's totals and
+// order the last snapshot's with those few taken out and put back.
 std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& roles, SensorReadings sensors = {},
                                               const Snapshot* carry_from = nullptr);
 

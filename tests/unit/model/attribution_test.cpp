@@ -71,7 +71,7 @@ TEST(AttributionV1, KernelTotalExactSplitEstimated) {
 
 TEST(AttributionV1, NoKmemFileLeavesKernelUnattributedAndSaysSo) {
   CgroupMemory cg = v1(100 * kMiB, 0, 0, std::nullopt, 110 * kMiB);
-  Attribution at = attributeCgroup(cg, {});
+  Attribution at = attributeCgroup(cg, ProcessTotals{});
   EXPECT_EQ(at.unattributed, static_cast<std::int64_t>(10 * kMiB));
   EXPECT_FALSE(at.bytesOf(PartKind::kPageTables).has_value());
   ASSERT_FALSE(at.notes.empty());
@@ -127,7 +127,7 @@ TEST(AttributionV2, EveryKernelKeyExact) {
 
 TEST(AttributionV2, OldKernelWithoutKernelKey) {
   CgroupMemory cg = v2(false);
-  Attribution at = attributeCgroup(cg, {});
+  Attribution at = attributeCgroup(cg, ProcessTotals{});
   EXPECT_FALSE(at.bytesOf(PartKind::kKernelOther).has_value());
   EXPECT_EQ(part(at, PartKind::kShmemUnmapped).bytes, 50 * kMiB) << "no process maps it";
   EXPECT_EQ(sumParts(at) + at.unattributed, static_cast<std::int64_t>(kV2Usage));
@@ -149,7 +149,7 @@ TEST(AttributionV2, NoPageTablesKeyIsNoted) {
   cg.stat.set("shmem", 50 * kMiB);
   cg.stat.set("slab_reclaimable", 20 * kMiB);
   cg.stat.set("slab_unreclaimable", 10 * kMiB);
-  Attribution at = attributeCgroup(cg, {});
+  Attribution at = attributeCgroup(cg, ProcessTotals{});
   EXPECT_FALSE(at.bytesOf(PartKind::kPageTables).has_value());
   EXPECT_EQ(sumParts(at) + at.unattributed, static_cast<std::int64_t>(kV2Usage));
   bool said = false;
@@ -176,7 +176,7 @@ namespace {
 TEST(AttributionV1, RootUsageHasNoKernelPart) {
   CgroupMemory cg = v1(100 * kMiB, 50 * kMiB, 0, 80 * kMiB, 150 * kMiB);
   cg.path.assign(1, '/');
-  Attribution at = attributeCgroup(cg, {});
+  Attribution at = attributeCgroup(cg, ProcessTotals{});
   EXPECT_FALSE(at.bytesOf(PartKind::kKernelOther).has_value());
   EXPECT_EQ(at.unattributed, 0);
   ASSERT_FALSE(at.notes.empty());

@@ -213,6 +213,104 @@ TEST(Snapshot, BetweenWalksTheOthersAreCarriedAndTheProverReadAgain) {
   EXPECT_EQ(next->findProcess(101)->attribution.rss_anon, 300 * kMiB);
 }
 
+// Between two walks, with none gone and none come, the snapshot is the last one with the
+// processes read again taken out and put back: each cgroup's processes, order, totals and split,
+// and the overhead shares of those read, are what a walk of the same processes makes of them,
+// a process that moved to another cgroup included.
+TEST(Snapshot, BetweenWalksTheProcessesReadAgainArePlacedAsAWalkPlacesThem) {
+  testing::FixtureTree t;
+  testing::provingHostV1(t);
+  auto fs = t.fs();
+  auto c = Collector::create(fs);
+  ASSERT_TRUE(c.has_value());
+  const RoleMatcher roles(std::vector<RoleRule>{*parseRoleRule("prover=comm:cuzk")});
+  ProcessCache cache;
+  CollectOptions walk;
+  walk.cache = &cache;
+  auto raw = c->collect(walk);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  auto walked = buildSnapshot(std::move(*raw), roles);
+
+  // The prover shrinks below curio, and curio moves into the prover's cgroup and grows.
+  t.process(testing::provingProver(50 * kMiB));
+  testing::FakeProcess curio = testing::provingCurio(300 * kMiB);
+  curio.memory_cgroup = "/proving/prover";
+  t.process(curio);
+  t.cgroupProcs(1, "/proving/prover", {100, 101});
+  t.cgroupProcs(1, "/proving/curio", {});
+  CollectOptions between = walk;
+  between.walk = false;
+  between.refresh = {100, 101};
+  for (const CgroupSnapshot& cg : walked->cgroups) between.carried_cgroups.push_back(cg.memory.path);
+  raw = c->collect(between);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  ASSERT_EQ(raw->processes.size(), 2u);
+  auto carried = buildSnapshot(std::move(*raw), roles, {}, walked.get());
+  ASSERT_TRUE(carried->stats.processes_carried);
+  EXPECT_EQ(carried->processes.shared(2), walked->processes.shared(2)) << "sshd carried as it was";
+  raw = c->collect(walk);
+  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
+  auto rewalked = buildSnapshot(std::move(*raw), roles, {}, carried.get());
+  ASSERT_FALSE(rewalked->stats.processes_carried);
+
+  auto pidsOf = [](const Snapshot& s, const std::vector<std::size_t>& indices) {
+    std::vector<pid_t> pids;
+    for (std::size_t i : indices) pids.push_back(s.processes[i].sample.pid);
+    return pids;
+  };
+  EXPECT_EQ(pidsOf(*carried, *carried->by_size), (std::vector<pid_t>{101, 100, 102}));
+  EXPECT_EQ(pidsOf(*carried, *carried->by_size), pidsOf(*rewalked, *rewalked->by_size));
+  for (const CgroupSnapshot& w : rewalked->cgroups) {
+    SCOPED_TRACE(w.memory.path);
+    const CgroupSnapshot* b = carried->findCgroup(w.memory.path);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(pidsOf(*carried, b->processes), pidsOf(*rewalked, w.processes));
+    EXPECT_EQ(b->totals, w.totals);
+    EXPECT_EQ(b->attribution.unattributed, w.attribution.unattributed);
+    ASSERT_EQ(b->attribution.parts.size(), w.attribution.parts.size());
+    for (std::size_t k = 0; k < w.attribution.parts.size(); ++k)
+      EXPECT_EQ(b->attribution.parts[k].bytes, w.attribution.parts[k].bytes) << toString(w.attribution.parts[k].kind);
+    EXPECT_EQ(b->name, w.memory.path);
+  }
+  EXPECT_EQ(pidsOf(*carried, carried->findCgroup("/proving/prover")->processes), (std::vector<pid_t>{101, 100}));
+  if (const CgroupSnapshot* left = carried->findCgroup("/proving/curio"); left != nullptr) {
+    EXPECT_TRUE(left->processes.empty()) << "curio moved out";
+    EXPECT_EQ(left->totals, ProcessTotals{});
+  }
+  for (pid_t pid : {100, 101}) {
+    SCOPED_TRACE(pid);
+    EXPECT_EQ(carried->findProcess(pid)->cgroup, "/proving/prover");
+    EXPECT_EQ(carried->findProcess(pid)->attribution.overhead_share,
+              rewalked->findProcess(pid)->attribution.overhead_share);
+  }
+  EXPECT_EQ(walked->findProcess(101)->cgroup, "/proving/curio") << "the published walk never changes";
+
+  // The columns the passes over every process read say what the processes do.
+  for (const Snapshot* s : {walked.get(), carried.get(), rewalked.get()}) {
+    ASSERT_NE(s->columns, nullptr);
+    const Snapshot::ProcessColumns& col = *s->columns;
+    ASSERT_EQ(col.pids.size(), s->processes.size());
+    EXPECT_TRUE(col.pid_order);
+    for (std::size_t i = 0; i < s->processes.size(); ++i) {
+      const ProcessSnapshot& p = s->processes[i];
+      SCOPED_TRACE(p.sample.pid);
+      EXPECT_EQ(col.pids[i], p.sample.pid);
+      EXPECT_EQ(col.rss[i], p.attribution.rss);
+      EXPECT_EQ(col.sizes[i], p.attribution.pss.value_or(p.attribution.rss));
+      EXPECT_EQ(col.roles[i], p.role);
+      ASSERT_LT(col.cgroup[i], s->cgroups.size());
+      EXPECT_EQ(s->cgroups[col.cgroup[i]].memory.path, p.cgroup.str());
+    }
+    EXPECT_EQ(columnsOf(*s), s->columns) << "its own";
+  }
+  Snapshot handmade = *carried;
+  handmade.columns.reset();
+  const auto made = columnsOf(handmade);
+  EXPECT_EQ(made->pids, carried->columns->pids);
+  EXPECT_EQ(made->cgroup, carried->columns->cgroup);
+  EXPECT_EQ(made->sizes, carried->columns->sizes);
+}
+
 // The list a snapshot's processes are held in: copied on write, never under another's readers.
 TEST(ProcessList, AWriteCopiesAnItemSharedWithAnotherList) {
   ProcessList a;
@@ -262,6 +360,37 @@ TEST(SnapshotJson, CarriesTheModel) {
     }
   }
   EXPECT_EQ(j["stats"]["processes_vanished"], 1);
+}
+
+// Past one chunk of pointers: a copy shares every chunk, a write copies the one it lands in, and
+// what changed between two lists is found chunk by chunk.
+TEST(ProcessList, ACopySharesItsChunksAndAWriteCopiesOneChunk) {
+  ProcessList a;
+  for (pid_t pid = 1; pid <= 200; ++pid) a.emplace_back().sample.pid = pid;
+  ProcessList b = a;
+  EXPECT_EQ(b.changedFrom(a, 10), std::vector<std::size_t>{});
+  auto replaced = std::make_shared<ProcessSnapshot>();
+  replaced->sample.pid = 1000;
+  b.set_shared(130, replaced);
+  b[5].sample.pid = 2000;
+  EXPECT_EQ(a[130].sample.pid, 131);
+  EXPECT_EQ(a[5].sample.pid, 6);
+  EXPECT_EQ(b[130].sample.pid, 1000);
+  EXPECT_EQ(b[5].sample.pid, 2000);
+  EXPECT_EQ(b.shared(6), a.shared(6)) << "the rest of the written chunk still shared, item by item";
+  EXPECT_EQ(b.changedFrom(a, 10), (std::vector<std::size_t>{5, 130}));
+  EXPECT_EQ(b.changedFrom(a, 1), std::nullopt) << "more changed than asked for";
+  b.push_back(ProcessSnapshot{});
+  EXPECT_EQ(b.changedFrom(a, 10), std::nullopt) << "another size";
+  EXPECT_EQ(b.eraseIf([](const ProcessSnapshot& p) { return p.sample.pid % 2 == 0 || p.sample.pid == 0; }), 102u);
+  ASSERT_EQ(b.size(), 99u);
+  EXPECT_EQ(b.back().sample.pid, 199);
+  EXPECT_EQ(std::as_const(b)[64].sample.pid, 129);
+  EXPECT_EQ(std::count_if(b.begin(), b.end(), [](const ProcessSnapshot& p) { return p.sample.pid > 100; }), 49);
+  b.resize(70);
+  EXPECT_EQ(b.size(), 70u);
+  EXPECT_EQ(a.size(), 200u);
+  EXPECT_EQ(a.back().sample.pid, 200);
 }
 
 }  // namespace
