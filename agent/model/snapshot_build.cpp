@@ -153,7 +153,8 @@ std::shared_ptr<ProcessSnapshot> makeProcess(ProcessSample&& sample, const RoleM
   const ProcessSample& p = ps->sample;
   ps->role = roles.matchSampled(p.pid, self_pid, p.comm, p.cmdline, p.memory_cgroup);
   ps->attribution = visibleOf(p);
-  if (auto it = sensors.activity.find(p.pid); it != sensors.activity.end()) ps->activity = it->second;
+  if (auto it = sensors.activity.find(p.pid); it != sensors.activity.end())
+    ps->activity = std::make_shared<const ProcessActivity>(it->second);
   if (auto it = sensors.gpu.find(p.pid); it != sensors.gpu.end()) {
     const GpuMemory& g = it->second;
     PinnedOverlay pin;
@@ -165,7 +166,7 @@ std::shared_ptr<ProcessSnapshot> makeProcess(ProcessSample&& sample, const RoleM
     pin.residency = res == sensors.pinned_inside_rss.end() ? PinnedOverlay::Residency::kUnknown
                     : res->second                          ? PinnedOverlay::Residency::kInsideRss
                                                            : PinnedOverlay::Residency::kOutsideRss;
-    ps->attribution.pinned = pin;
+    ps->attribution.pinned = std::make_shared<const PinnedOverlay>(std::move(pin));
     ps->attribution.device_bytes = g.device_live;
     ps->attribution.device_peak_bytes = g.device_peak;
   }

@@ -93,7 +93,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
     if (focus.outcome != ReadOutcome::kOk)
       return makeError(focus.outcome == ReadOutcome::kVanished ? ErrorKind::kNotFound : focus.error.kind,
                        fmt::format("pid {}: {}", *opts.pid, focus.error.describe()));
-    auto own = focus.sample.cgroups.memoryPath(version);
+    auto own = focus.cgroups().memoryPath(version);
     if (!own) return notFound(fmt::format("pid {} is in no v{} memory cgroup", *opts.pid, version));
     auto p = mapNsPath(ns, *own);
     if (!p) return notFound(fmt::format("pid {} is in cgroup {}, {}", *opts.pid, *own, outsideMount()));
@@ -165,7 +165,7 @@ Result<RawSample> Collector::collect(const CollectOptions& opts) const {
       return;
     }
     r.sample.memory_cgroup = *pl.path;
-    r.sample.cgroups = {};  // placed: the raw lines are not kept (each kept sample would hold them)
+    r.sample.cgroups.reset();  // placed: the raw lines are not kept (each kept sample would hold them)
     if (r.pss_pending)
       ++stats.processes_pss_pending;
     else if (opts.read_smaps && !r.sample.smaps)

@@ -231,7 +231,7 @@ ProcessRead readProcess(const FsRoot& fs, pid_t pid, bool with_smaps,
 
   out.sample = procfsSample(pid, *st, *status);
   ProcessSample& s = out.sample;
-  s.cgroups = *cg;
+  s.cgroups = std::make_shared<const ProcCgroups>(std::move(*cg));
 
   auto comm = dir->readFile("comm");
   if (!comm) return fail(comm.error());

@@ -152,7 +152,7 @@ TEST(ProcessSource, TaskIteratorMatchesProcfsFieldByField) {
     // The cgroup a new id resolves to is the one /proc names.
     ProcessRead done = completeKernelProcess(*root->fs, k, cache, false, 0, {}, reads);
     ASSERT_EQ(done.outcome, ReadOutcome::kOk) << done.error.describe();
-    EXPECT_EQ(done.cgroups().memoryPath(version), s.cgroups.memoryPath(version));
+    EXPECT_EQ(done.cgroups().memoryPath(version), s.cgroups->memoryPath(version));
     EXPECT_EQ(done.sample.cmdline, s.cmdline);
   }
   EXPECT_EQ(by_pid[pids[1]].oom_score_adj, 345);

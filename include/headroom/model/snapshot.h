@@ -91,8 +91,8 @@ struct ProcessAttribution {
   std::uint64_t swap = 0;
   // This process's share of its cgroup's invisible overhead, and the rule that made it.
   std::uint64_t overhead_share = 0;
-  std::string_view overhead_rule;  // one of the model's fixed texts
-  std::optional<PinnedOverlay> pinned;
+  std::string_view overhead_rule;                                // one of the model's fixed texts
+  std::shared_ptr<const PinnedOverlay> pinned;                   // held apart: most processes have none
   std::optional<std::uint64_t> device_bytes, device_peak_bytes;  // CUDA device memory (sensors)
 };
 
@@ -101,7 +101,7 @@ struct ProcessSnapshot {
   Role role = Role::kSystem;
   SharedString cgroup;  // the watched cgroup it is attributed to (its own, or nearest ancestor)
   ProcessAttribution attribution;
-  std::optional<ProcessActivity> activity;  // from the BPF sensors, when they run
+  std::shared_ptr<const ProcessActivity> activity;  // from the BPF sensors, when they run (held apart: most have none)
 };
 
 using ProcessList = SharedList<ProcessSnapshot>;

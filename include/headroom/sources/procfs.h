@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,7 +95,8 @@ struct ProcessSample {
   std::int64_t smaps_read_ns = 0;
   std::optional<int> oom_score_adj;  // when the source reads it (the task iterator)
   std::uint64_t minflt = 0, majflt = 0;
-  ProcCgroups cgroups;         // as /proc/<pid>/cgroup shows them (the collector empties it once placed)
+  // As /proc/<pid>/cgroup shows them, read without the cache (the collector lets go of it once placed).
+  std::shared_ptr<const ProcCgroups> cgroups;
   SharedString memory_cgroup;  // the memory cgroup, relative to the hierarchy's mount (collector)
 };
 
@@ -114,7 +116,10 @@ struct ProcessRead {
   const ProcCgroups* cached_cgroups = nullptr;
   // No PSS yet: its first smaps_rollup read waits for the sampler's budget (process_cache.h).
   bool pss_pending = false;
-  const ProcCgroups& cgroups() const { return cached_cgroups != nullptr ? *cached_cgroups : sample.cgroups; }
+  const ProcCgroups& cgroups() const {
+    static const ProcCgroups kNone;
+    return cached_cgroups != nullptr ? *cached_cgroups : sample.cgroups ? *sample.cgroups : kNone;
+  }
 };
 
 // Reads /proc/<pid>/* through one held directory fd, so that a pid reused mid-read fails

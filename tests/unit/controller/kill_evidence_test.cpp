@@ -78,7 +78,7 @@ TEST(KillEvidence, ASampledProcessesPageTablesAreCountedOnce) {
   PinnedOverlay pin;
   pin.live_bytes = 32 * kMiB;
   pin.residency = PinnedOverlay::Residency::kOutsideRss;
-  p.attribution.pinned = pin;
+  p.attribution.pinned = std::make_shared<const PinnedOverlay>(pin);
   const ChargedFigures f = chargedFigures(p);
   EXPECT_EQ(f.charge, 508 * kMiB + 32 * kMiB) << "RSS, page tables, and pinned pages outside RSS";
   EXPECT_EQ(f.page_tables, 8 * kMiB);

@@ -429,11 +429,13 @@ TEST(ExporterRender, TextIsWellFormed) {
   // A comm cut in the middle of a UTF-8 character, with a quote and a backslash in it.
   s.processes[0].sample.comm = "a\"b\\c\xE2\x82";
   s.processes[1].sample.comm = "\xC3\xA9t\xC3\xA9\n";
-  s.processes[2].activity = ProcessActivity{};
-  s.processes[2].activity->mmap_bytes = 1 << 20;
+  ProcessActivity activity;
+  activity.mmap_bytes = 1 << 20;
+  s.processes[2].activity = std::make_shared<const ProcessActivity>(activity);
   s.processes[3].attribution.device_bytes = 2 * kGiB;
-  s.processes[3].attribution.pinned = PinnedOverlay{};
-  s.processes[3].attribution.pinned->live_bytes = 512 * kMiB;
+  PinnedOverlay pin;
+  pin.live_bytes = 512 * kMiB;
+  s.processes[3].attribution.pinned = std::make_shared<const PinnedOverlay>(pin);
   s.sensors.push_back({SensorId::kOom, SensorState::kActive, "tp"});
   s.sensors.push_back({SensorId::kCuda, SensorState::kDegraded, "no libcuda"});
   Exporter ex(ExporterLimits{});
@@ -652,7 +654,7 @@ TEST(ExporterRender, ProcessesReadAgainMoveBetweenTheSumsAlone) {
   PinnedOverlay pinned;
   pinned.live_bytes = 2 * kMiB;
   pinned.peak_bytes = 3 * kMiB;
-  b.processes[5].attribution.pinned = pinned;
+  b.processes[5].attribution.pinned = std::make_shared<const PinnedOverlay>(pinned);
   b.processes[5].attribution.device_bytes = 5 * kMiB;
   b.processes[6].role = Role::kColocated;
   b.processes[300].attribution.rss += kMiB;  // the group of one process, grown

@@ -120,7 +120,7 @@ class RecordBuilder {
       PinnedOverlay o;
       o.live_bytes = *pinned;
       o.residency = PinnedOverlay::Residency::kOutsideRss;
-      p.attribution.pinned = o;
+      p.attribution.pinned = std::make_shared<const PinnedOverlay>(o);
     }
     p.attribution.device_bytes = device;
     processes_.push_back(toJson(p));

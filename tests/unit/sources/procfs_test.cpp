@@ -127,7 +127,7 @@ TEST(ReadProcess, ReadsEveryFile) {
   ASSERT_EQ(r.outcome, ReadOutcome::kOk) << r.error.describe();
   EXPECT_EQ(r.sample.comm, "cuzk");
   EXPECT_EQ(r.sample.cmdline, "cuzk daemon");
-  EXPECT_EQ(r.sample.cgroups.v1_memory.value(), "/prover");
+  EXPECT_EQ(r.sample.cgroups->v1_memory.value(), "/prover");
   EXPECT_EQ(r.sample.status.vm_pte, 2u << 20);
   EXPECT_EQ(r.sample.status.threads, 7u);
   ASSERT_TRUE(r.sample.smaps.has_value());
