@@ -146,9 +146,8 @@ std::uint32_t cgroupColumn(const Placement& placed) {
 }
 
 // A process read this sample, with its role, visible figures and the sensors' overlay.
-std::shared_ptr<ProcessSnapshot> makeProcess(ProcessSample&& sample, const RoleMatcher& roles, pid_t self_pid,
-                                             const SensorReadings& sensors) {
-  auto ps = std::make_shared<ProcessSnapshot>();
+void fillProcess(ProcessSnapshot* ps, ProcessSample&& sample, const RoleMatcher& roles, pid_t self_pid,
+                 const SensorReadings& sensors) {
   ps->sample = std::move(sample);
   const ProcessSample& p = ps->sample;
   ps->role = roles.matchSampled(p.pid, self_pid, p.comm, p.cmdline, p.memory_cgroup);
@@ -170,6 +169,12 @@ std::shared_ptr<ProcessSnapshot> makeProcess(ProcessSample&& sample, const RoleM
     ps->attribution.device_bytes = g.device_live;
     ps->attribution.device_peak_bytes = g.device_peak;
   }
+}
+
+std::shared_ptr<ProcessSnapshot> makeProcess(ProcessSample&& sample, const RoleMatcher& roles, pid_t self_pid,
+                                             const SensorReadings& sensors) {
+  auto ps = std::make_shared<ProcessSnapshot>();
+  fillProcess(ps.get(), std::move(sample), roles, self_pid, sensors);
   return ps;
 }
 
@@ -179,7 +184,9 @@ std::shared_ptr<ProcessSnapshot> makeProcess(ProcessSample&& sample, const RoleM
 struct Membership {
   std::vector<std::vector<std::size_t>> members;  // by the sample's cgroups
   std::vector<ProcessTotals> totals;
-  std::vector<std::pair<std::size_t, std::size_t>> fresh;  // (process, the cgroup it is attributed to)
+  // The processes made from this sample's readings, written through these until the snapshot is
+  // published, and the cgroup each is attributed to.
+  std::vector<std::pair<ProcessSnapshot*, std::size_t>> fresh;
 };
 
 // `order` (indices, largest first by `sizes`, ties by index) with `moved` (sorted) taken out
@@ -260,7 +267,7 @@ bool carryInPlace(Snapshot& snap, RawSample& raw, const Snapshot& last, const Ro
     columns->rss[i] = now->attribution.rss;
     columns->roles[i] = now->role;
     columns->cgroup[i] = cgroupColumn(placed);
-    if (placed.deepest_at != kNowhere) m.fresh.emplace_back(i, placed.deepest_at);
+    if (placed.deepest_at != kNowhere) m.fresh.emplace_back(now.get(), placed.deepest_at);
     made.emplace_back(i, &placed);
     snap.processes.set_shared(i, std::move(now));
   }
@@ -302,7 +309,7 @@ void placeEvery(Snapshot& snap, RawSample& raw, const Snapshot* carry_from, cons
     watched.push_back(it != known.end() ? it->second : SharedString(cg.path));
   }
   Placements places(raw.cgroups, watched);
-  std::vector<bool> fresh;
+  std::vector<ProcessSnapshot*> fresh;  // by index: made from this sample (written through this), or carried
   // Every carried process at the index it had (none gone, none added): the last order by size
   // holds but for the processes read again.
   bool same_places = false;
@@ -316,7 +323,7 @@ void placeEvery(Snapshot& snap, RawSample& raw, const Snapshot* carry_from, cons
       const pid_t pid = carry_from->processes[i].sample.pid;
       if (!asked.contains(pid)) {
         snap.processes.push_shared(carry_from->processes.shared(i));
-        fresh.push_back(false);
+        fresh.push_back(nullptr);
         continue;
       }
       auto it = read_now.find(pid);
@@ -324,22 +331,37 @@ void placeEvery(Snapshot& snap, RawSample& raw, const Snapshot* carry_from, cons
         same_places = false;
         continue;
       }
-      snap.processes.push_shared(makeProcess(std::move(raw.processes[it->second]), roles, raw.self_pid, sensors));
-      fresh.push_back(true);
+      auto made = makeProcess(std::move(raw.processes[it->second]), roles, raw.self_pid, sensors);
+      fresh.push_back(made.get());
+      snap.processes.push_shared(std::move(made));
       read_now.erase(it);
     }
     // Read and not in the last walk's list (started since, in a cgroup read again whole): after
     // the carried ones, in pid order.
     for (ProcessSample& p : raw.processes) {
       if (!read_now.contains(p.pid)) continue;
-      snap.processes.push_shared(makeProcess(std::move(p), roles, raw.self_pid, sensors));
-      fresh.push_back(true);
+      auto made = makeProcess(std::move(p), roles, raw.self_pid, sensors);
+      fresh.push_back(made.get());
+      snap.processes.push_shared(std::move(made));
       same_places = false;
     }
   } else {
     snap.processes.reserve(raw.processes.size());
-    for (auto& p : raw.processes) snap.processes.push_shared(makeProcess(std::move(p), roles, raw.self_pid, sensors));
-    fresh.assign(snap.processes.size(), true);
+    // A walk's processes made in blocks of a chunk's worth, one allocation a block (not one a
+    // process, nor a reference count each): each process shared through its block, which goes
+    // when the last of them does.
+    const std::size_t n = raw.processes.size();
+    snap.processes.reserve(n);
+    fresh.reserve(n);
+    for (std::size_t at = 0; at < n; at += ProcessList::kChunk) {
+      auto block = std::make_shared<std::vector<ProcessSnapshot>>(std::min(ProcessList::kChunk, n - at));
+      for (std::size_t k = 0; k < block->size(); ++k) {
+        ProcessSnapshot* ps = &(*block)[k];
+        fillProcess(ps, std::move(raw.processes[at + k]), roles, raw.self_pid, sensors);
+        fresh.push_back(ps);
+        snap.processes.push_shared(std::shared_ptr<const ProcessSnapshot>(block, ps));
+      }
+    }
   }
 
   const std::size_t n = snap.processes.size();
@@ -357,9 +379,9 @@ void placeEvery(Snapshot& snap, RawSample& raw, const Snapshot* carry_from, cons
     const Placement& placed = places.of(p.sample.memory_cgroup);
     placed_at.push_back(&placed);
     // A carried process is copied only when the cgroup it is attributed to changed.
-    if (p.cgroup != placed.deepest) snap.processes[i].cgroup = placed.deepest;
+    if (p.cgroup != placed.deepest) (fresh[i] != nullptr ? *fresh[i] : snap.processes[i]).cgroup = placed.deepest;
     for (std::size_t ci : placed.within) m.totals[ci].add(p.sample);
-    if (fresh[i] && placed.deepest_at != kNowhere) m.fresh.emplace_back(i, placed.deepest_at);
+    if (fresh[i] != nullptr && placed.deepest_at != kNowhere) m.fresh.emplace_back(fresh[i], placed.deepest_at);
     columns->pids.push_back(p.sample.pid);
     columns->sizes.push_back(pssOrRss(p.sample));
     columns->rss.push_back(p.attribution.rss);
@@ -378,7 +400,7 @@ void placeEvery(Snapshot& snap, RawSample& raw, const Snapshot* carry_from, cons
     order = *carry_from->by_size;
     std::vector<std::size_t> moved;
     for (std::size_t i = 0; i < n; ++i) {
-      if (fresh[i]) moved.push_back(i);
+      if (fresh[i] != nullptr) moved.push_back(i);
     }
     reorder(order, moved, moved, sizes);
   } else {
@@ -440,10 +462,7 @@ void addCgroups(Snapshot& snap, RawSample& raw, const std::vector<SharedString>&
   }
 
   // Overhead shares, against the cgroup each process is attributed to.
-  for (const auto& [i, ci] : m.fresh) {
-    ProcessSnapshot& ps = snap.processes[i];
-    shareOverhead(ps.attribution, ps.sample, overhead[ci]);
-  }
+  for (const auto& [ps, ci] : m.fresh) shareOverhead(ps->attribution, ps->sample, overhead[ci]);
 
   // By usage, largest first; the cgroup column follows them.
   std::vector<std::size_t> by_usage(made.size());

@@ -80,7 +80,7 @@ struct AgentConfig {
   // The walk of every process: at most this much CPU a second of wall time (0: every sample
   // walks), never more than process_walk_max_interval apart (walk_pacer.h).
   std::chrono::milliseconds process_walk_budget{3};
-  std::chrono::milliseconds process_walk_max_interval{10000};
+  std::chrono::milliseconds process_walk_max_interval{30000};
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";          // trace, debug, info, warn, error
   SensorsConfig sensors = agentSensors();  // [sensors]: which sensors, CUDA paths, ring and map sizes

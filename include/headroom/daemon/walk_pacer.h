@@ -16,7 +16,7 @@ namespace headroom {
 struct WalkPacing {
   // The walks' CPU a second of wall time; zero: every sample walks.
   std::chrono::nanoseconds budget{std::chrono::milliseconds(5)};
-  std::chrono::milliseconds max_interval{10000};  // the longest time between two walks
+  std::chrono::milliseconds max_interval{30000};  // the longest time between two walks
 };
 
 class WalkPacer {
