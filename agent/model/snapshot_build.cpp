@@ -221,15 +221,15 @@ bool carryInPlace(Snapshot& snap, RawSample& raw, const Snapshot& last, const Ro
     auto it = std::lower_bound(pids.begin(), pids.end(), pid);
     return it != pids.end() && *it == pid ? static_cast<std::size_t>(it - pids.begin()) : kNowhere;
   };
-  // Each process read is one of the list's; each of the list's asked for was read (not gone).
+  // Each process read is one of the list's, read once; each of the list's asked for was read (not
+  // gone).
   std::vector<std::size_t> at;
   at.reserve(raw.processes.size());
+  std::unordered_set<pid_t> read;
   for (const ProcessSample& p : raw.processes) {
     at.push_back(indexOf(p.pid));
-    if (at.back() == kNowhere) return false;
+    if (at.back() == kNowhere || !read.insert(p.pid).second) return false;
   }
-  std::unordered_set<pid_t> read;
-  for (const ProcessSample& p : raw.processes) read.insert(p.pid);
   for (pid_t pid : raw.refreshed) {
     if (!read.contains(pid) && indexOf(pid) != kNowhere) return false;
   }
@@ -346,7 +346,6 @@ void placeEvery(Snapshot& snap, RawSample& raw, const Snapshot* carry_from, cons
       same_places = false;
     }
   } else {
-    snap.processes.reserve(raw.processes.size());
     // A walk's processes made in blocks of a chunk's worth, one allocation a block (not one a
     // process, nor a reference count each): each process shared through its block, which goes
     // when the last of them does.
