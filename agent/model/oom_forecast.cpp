@@ -430,7 +430,7 @@ std::vector<BoundReading> boundReadings(const Snapshot& snap, std::size_t proces
   }
   for (std::size_t i = 0; i < columns->cgroup.size(); ++i) {
     const std::uint32_t ci = columns->cgroup[i];
-    if (ci == Snapshot::ProcessColumns::kNoCgroup) continue;
+    if (ci >= lists.size()) continue;  // in no watched cgroup
     for (std::vector<std::size_t>* l : lists[ci]) l->push_back(i);
   }
   const auto rssOf = [&](std::size_t i) { return rss[i]; };

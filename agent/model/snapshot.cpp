@@ -15,7 +15,8 @@ const CgroupSnapshot* Snapshot::findCgroup(std::string_view path) const {
 }
 
 const ProcessSnapshot* Snapshot::findProcess(pid_t pid) const {
-  if (columns && columns->pid_order && columns->pids.size() == processes.size()) {
+  if (columns && columns->pid_order && columns->pids.size() == processes.size() &&
+      columns->cgroup_count == cgroups.size()) {
     auto it = std::lower_bound(columns->pids.begin(), columns->pids.end(), pid);
     if (it == columns->pids.end() || *it != pid) return nullptr;
     return &processes[static_cast<std::size_t>(it - columns->pids.begin())];
@@ -27,7 +28,9 @@ const ProcessSnapshot* Snapshot::findProcess(pid_t pid) const {
 }
 
 std::shared_ptr<const Snapshot::ProcessColumns> columnsOf(const Snapshot& snap) {
-  if (snap.columns && snap.columns->pids.size() == snap.processes.size()) return snap.columns;
+  if (snap.columns && snap.columns->pids.size() == snap.processes.size() &&
+      snap.columns->cgroup_count == snap.cgroups.size())
+    return snap.columns;
   std::unordered_map<std::string_view, std::uint32_t> cgroup_at;
   for (std::size_t ci = 0; ci < snap.cgroups.size(); ++ci)
     cgroup_at.emplace(snap.cgroups[ci].memory.path, static_cast<std::uint32_t>(ci));
@@ -40,6 +43,7 @@ std::shared_ptr<const Snapshot::ProcessColumns> columnsOf(const Snapshot& snap) 
     auto it = cgroup_at.find(p.cgroup.str());
     c->cgroup.push_back(it == cgroup_at.end() ? Snapshot::ProcessColumns::kNoCgroup : it->second);
   }
+  c->cgroup_count = snap.cgroups.size();
   c->pid_order = std::is_sorted(c->pids.begin(), c->pids.end());
   return c;
 }
@@ -84,6 +88,7 @@ std::vector<pid_t> processesToSumExactly(const Snapshot& snap, const std::functi
       if (col.roles[i] != Role::kProver) chosen.emplace_back(1, i);
     }
   }
+  // Each group largest first by VmRSS (the RSS column).
   std::stable_sort(chosen.begin(), chosen.end(), [&](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : col.rss[a.second] > col.rss[b.second];
   });

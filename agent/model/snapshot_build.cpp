@@ -477,6 +477,7 @@ void addCgroups(Snapshot& snap, RawSample& raw, const std::vector<SharedString>&
   for (std::uint32_t& c : columns.cgroup) {
     if (c != Snapshot::ProcessColumns::kNoCgroup) c = placed_at[c];
   }
+  columns.cgroup_count = snap.cgroups.size();
 }
 
 }  // namespace

@@ -58,9 +58,22 @@ class SharedList {
     const SharedList* list_ = nullptr;
     std::size_t at_ = 0;
   };
-  using iterator = const_iterator;  // writes go through at()/operator[] on a list being built
+  // Writes go through operator[]/own() on a list being built. An iterator names its list and an
+  // index: a list moved (or the snapshot holding it) leaves its iterators behind.
+  using iterator = const_iterator;
 
   SharedList() = default;
+  SharedList(const SharedList&) = default;
+  SharedList& operator=(const SharedList&) = default;
+  // A list moved from is empty, as a vector is.
+  SharedList(SharedList&& o) noexcept : chunks_(std::move(o.chunks_)), size_(std::exchange(o.size_, 0)) {}
+  SharedList& operator=(SharedList&& o) noexcept {
+    chunks_ = std::move(o.chunks_);
+    size_ = std::exchange(o.size_, 0);
+    o.chunks_.clear();
+    return *this;
+  }
+  ~SharedList() = default;
   SharedList(std::initializer_list<T> items) {
     for (const T& t : items) push_back(t);
   }
@@ -159,7 +172,9 @@ class SharedList {
  private:
   using Chunk = std::vector<Item>;
 
-  // Chunk `c`, copied first when another list shares it.
+  // Chunk `c`, copied first when another list shares it. A count of 1 is this list's alone: the
+  // list being built is seen by no other thread, and whatever it shares with a published list is
+  // counted by that list too for as long as it is read.
   Chunk& ownChunk(std::size_t c) {
     if (chunks_[c].use_count() > 1) chunks_[c] = std::make_shared<Chunk>(*chunks_[c]);
     return *chunks_[c];

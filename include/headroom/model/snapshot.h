@@ -183,6 +183,7 @@ struct Snapshot {
     std::vector<std::uint64_t> rss;    // VmRSS
     std::vector<Role> roles;
     std::vector<std::uint32_t> cgroup;  // index into `cgroups` of the one it is attributed to
+    std::size_t cgroup_count = 0;       // of `cgroups`, when these were made
     bool pid_order = false;             // pids ascending
   };
   std::shared_ptr<const ProcessColumns> columns;
@@ -195,8 +196,9 @@ struct Snapshot {
   const ProcessSnapshot* findProcess(pid_t pid) const;
 };
 
-// `snap`'s columns: its own when it was built with them and its processes are still those,
-// else made from its processes.
+// `snap`'s columns: its own when it was built with them and its processes and cgroups still
+// number the same, else made from its processes. Whoever changes a built snapshot's processes or
+// cgroups in place (a test) resets `columns`.
 std::shared_ptr<const Snapshot::ProcessColumns> columnsOf(const Snapshot& snap);
 
 // Stack size of one thread in the kernel (THREAD_SIZE: 16 KiB on x86-64 and arm64), used to

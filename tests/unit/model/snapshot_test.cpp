@@ -238,6 +238,8 @@ TEST(Snapshot, BetweenWalksTheProcessesReadAgainArePlacedAsAWalkPlacesThem) {
   t.process(curio);
   t.cgroupProcs(1, "/proving/prover", {100, 101});
   t.cgroupProcs(1, "/proving/curio", {});
+  // And the two cgroups change places by usage: the cgroups' order is not the last snapshot's.
+  t.cgroupV1("/proving/prover", 512 * kMiB, 9223372036854771712ULL, 400 * kMiB, 50 * kMiB, 0, 50 * kMiB);
   CollectOptions between = walk;
   between.walk = false;
   between.refresh = {100, 101};
@@ -248,6 +250,9 @@ TEST(Snapshot, BetweenWalksTheProcessesReadAgainArePlacedAsAWalkPlacesThem) {
   auto carried = buildSnapshot(std::move(*raw), roles, {}, walked.get());
   ASSERT_TRUE(carried->stats.processes_carried);
   EXPECT_EQ(carried->processes.shared(2), walked->processes.shared(2)) << "sshd carried as it was";
+  auto rank = [](const Snapshot& s, std::string_view path) { return s.findCgroup(path) - s.cgroups.data(); };
+  ASSERT_LT(rank(*walked, "/proving/prover"), rank(*walked, "/proving/curio"));
+  ASSERT_GT(rank(*carried, "/proving/prover"), rank(*carried, "/proving/curio"));
   raw = c->collect(walk);
   ASSERT_TRUE(raw.has_value()) << raw.error().describe();
   auto rewalked = buildSnapshot(std::move(*raw), roles, {}, carried.get());
@@ -389,6 +394,11 @@ TEST(ProcessList, ACopySharesItsChunksAndAWriteCopiesOneChunk) {
   EXPECT_EQ(std::count_if(b.begin(), b.end(), [](const ProcessSnapshot& p) { return p.sample.pid > 100; }), 49);
   b.resize(70);
   EXPECT_EQ(b.size(), 70u);
+  ProcessList c = std::move(b);
+  EXPECT_EQ(c.size(), 70u);
+  EXPECT_TRUE(b.empty()) << "moved from: empty, as a vector";  // NOLINT(bugprone-use-after-move)
+  b.push_back(ProcessSnapshot{});                              // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(b.size(), 1u);
   EXPECT_EQ(a.size(), 200u);
   EXPECT_EQ(a.back().sample.pid, 200);
 }
