@@ -31,6 +31,8 @@ bool ProverBudget::hasProverRule() const {
   return std::any_of(rules_.begin(), rules_.end(), [](const RoleRule& r) { return r.role == Role::kProver; });
 }
 
+bool ProverBudget::awaitsProver() const { return cfg_.enabled && cgroup().empty() && hasProverRule(); }
+
 void ProverBudget::reconfigure(BudgetConfig cfg, std::vector<RoleRule> rules) {
   // Another prover cgroup or state file: what was learned is saved, and the next sample opens
   // the new one. Only the policy changed: the learned state carries over.

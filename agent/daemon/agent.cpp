@@ -48,6 +48,9 @@ using Clock = std::chrono::steady_clock;
 // Between two walks, at most this many processes are read again from /proc (a few files each);
 // more to read: a walk instead.
 constexpr std::size_t kRefreshedAtMost = 64;
+// While a prover rule has no process to name (its launch script waiting for a budget), walks are
+// at most this far apart whatever their budget (process_walk_max_interval may be longer).
+constexpr std::chrono::seconds kAwaitingProverWalk{10};
 
 WalkPacing walkPacingOf(const AgentConfig& c) { return WalkPacing{c.process_walk_budget, c.process_walk_max_interval}; }
 
@@ -165,6 +168,10 @@ struct Agent::Impl {
   // Whether this sample must walk every process, whatever the walks cost: a warning in force, a
   // counted kill whose victim is still to go.
   bool mustWalk() const;
+  // A prover rule and no prover seen yet (a launch script waits for its budget, and only a walk
+  // finds a new process outside the cgroups read between walks): walks at least every
+  // kAwaitingProverWalk, whatever their budget.
+  bool awaitingProver(Clock::time_point now) const;
   // The prover's cgroup is sampled whatever else is watched, and when it holds no process yet
   // (a launch script asks before the prover starts) it is read with its ancestors for the bounds.
   void addBudgetCgroup(RawSample& raw) const;
@@ -468,6 +475,11 @@ bool Agent::Impl::mustWalk() const {
   return !last_snap_ || kills_.awaitingVictims() || !early_.forecaster().active().empty();
 }
 
+bool Agent::Impl::awaitingProver(Clock::time_point now) const {
+  const auto last = walks_.last();
+  return budget_.awaitsProver() && (!last || now - *last >= kAwaitingProverWalk);
+}
+
 void Agent::Impl::sample() {
   auto t0 = Clock::now();
   last_sample_start_ = t0;
@@ -492,7 +504,7 @@ void Agent::Impl::sample() {
   // processes as the exact sums (the prover's, those of cgroups near a bound) are read again
   // from /proc, and the last walk's cgroups; more of them than a walk would cost: a walk (the
   // collector's call, once it has counted them).
-  co.walk = walks_.due(t0) || mustWalk() || co.exact.size() > kRefreshedAtMost;
+  co.walk = walks_.due(t0) || mustWalk() || awaitingProver(t0) || co.exact.size() > kRefreshedAtMost;
   if (!co.walk) {
     co.refresh = co.exact;
     co.refresh_at_most = kRefreshedAtMost;

@@ -65,6 +65,9 @@ class ProverBudget {
 
   // The prover's cgroup: configured, or where the prover was last seen; "" when none.
   std::string cgroup() const;
+  // The budget is on, has a prover rule and no cgroup for it yet: it waits for a sample that sees
+  // the prover (a launch script may be asking).
+  bool awaitsProver() const;
 
   // A probe's finding for a cgroup, when one was made.
   using ProbeLookup = std::function<std::optional<ProbeFinding>(const std::string& cgroup)>;
