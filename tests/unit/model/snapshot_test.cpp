@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "headroom/model/snapshot.h"
@@ -112,22 +114,38 @@ TEST(Snapshot, ExactRssForTheProverAndTheCgroupsNearALimit) {
   EXPECT_EQ(everyone.size(), 2u) << "the root cgroup has no bound but the host's";
 }
 
+// provingHostV1 walked once by a collector with a process cache, the prover's rule in force.
+struct WalkedHost {
+  testing::FixtureTree t;
+  FsRoot fs;
+  std::optional<Collector> c;
+  RoleMatcher roles{std::vector<RoleRule>{*parseRoleRule("prover=comm:cuzk")}};
+  ProcessCache cache;
+  CollectOptions walk;
+  std::shared_ptr<const Snapshot> walked;
+
+  WalkedHost() : fs((testing::provingHostV1(t), t.fs())) {
+    auto made = Collector::create(fs);
+    if (!made) throw std::runtime_error(made.error().describe());
+    c.emplace(std::move(*made));
+    walk.cache = &cache;
+    auto raw = c->collect(walk);
+    if (!raw) throw std::runtime_error(raw.error().describe());
+    walked = buildSnapshot(std::move(*raw), roles);
+  }
+};
+
 // Between two walks the collector reads the prover's processes alone: the snapshot carries the
 // others from the walk (the same objects, shared), the prover's figures are this sample's, a
 // process asked for and gone is gone, and the counts are the walk's.
 TEST(Snapshot, BetweenWalksTheOthersAreCarriedAndTheProverReadAgain) {
-  testing::FixtureTree t;
-  testing::provingHostV1(t);
-  auto fs = t.fs();
-  auto c = Collector::create(fs);
-  ASSERT_TRUE(c.has_value());
-  const RoleMatcher roles(std::vector<RoleRule>{*parseRoleRule("prover=comm:cuzk")});
-  ProcessCache cache;
-  CollectOptions walk;
-  walk.cache = &cache;
-  auto raw = c->collect(walk);
-  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
-  auto walked = buildSnapshot(std::move(*raw), roles);
+  WalkedHost h;
+  testing::FixtureTree& t = h.t;
+  std::optional<Collector>& c = h.c;
+  const RoleMatcher& roles = h.roles;
+  const CollectOptions& walk = h.walk;
+  const std::shared_ptr<const Snapshot>& walked = h.walked;
+  Result<RawSample> raw = RawSample{};
   ASSERT_EQ(walked->processes.size(), 3u);
   EXPECT_FALSE(walked->stats.processes_carried);
   EXPECT_GT(walked->stats.processes_walked_ns, 0);
@@ -218,18 +236,13 @@ TEST(Snapshot, BetweenWalksTheOthersAreCarriedAndTheProverReadAgain) {
 // and the overhead shares of those read, are what a walk of the same processes makes of them,
 // a process that moved to another cgroup included.
 TEST(Snapshot, BetweenWalksTheProcessesReadAgainArePlacedAsAWalkPlacesThem) {
-  testing::FixtureTree t;
-  testing::provingHostV1(t);
-  auto fs = t.fs();
-  auto c = Collector::create(fs);
-  ASSERT_TRUE(c.has_value());
-  const RoleMatcher roles(std::vector<RoleRule>{*parseRoleRule("prover=comm:cuzk")});
-  ProcessCache cache;
-  CollectOptions walk;
-  walk.cache = &cache;
-  auto raw = c->collect(walk);
-  ASSERT_TRUE(raw.has_value()) << raw.error().describe();
-  auto walked = buildSnapshot(std::move(*raw), roles);
+  WalkedHost h;
+  testing::FixtureTree& t = h.t;
+  std::optional<Collector>& c = h.c;
+  const RoleMatcher& roles = h.roles;
+  const CollectOptions& walk = h.walk;
+  const std::shared_ptr<const Snapshot>& walked = h.walked;
+  Result<RawSample> raw = RawSample{};
 
   // The prover shrinks below curio, and curio moves into the prover's cgroup and grows.
   t.process(testing::provingProver(50 * kMiB));
