@@ -140,11 +140,7 @@ struct WalkedHost {
 // process asked for and gone is gone, and the counts are the walk's.
 TEST(Snapshot, BetweenWalksTheOthersAreCarriedAndTheProverReadAgain) {
   WalkedHost h;
-  testing::FixtureTree& t = h.t;
-  std::optional<Collector>& c = h.c;
-  const RoleMatcher& roles = h.roles;
-  const CollectOptions& walk = h.walk;
-  const std::shared_ptr<const Snapshot>& walked = h.walked;
+  auto& [t, fs, c, roles, cache, walk, walked] = h;
   Result<RawSample> raw = RawSample{};
   ASSERT_EQ(walked->processes.size(), 3u);
   EXPECT_FALSE(walked->stats.processes_carried);
@@ -237,11 +233,7 @@ TEST(Snapshot, BetweenWalksTheOthersAreCarriedAndTheProverReadAgain) {
 // a process that moved to another cgroup included.
 TEST(Snapshot, BetweenWalksTheProcessesReadAgainArePlacedAsAWalkPlacesThem) {
   WalkedHost h;
-  testing::FixtureTree& t = h.t;
-  std::optional<Collector>& c = h.c;
-  const RoleMatcher& roles = h.roles;
-  const CollectOptions& walk = h.walk;
-  const std::shared_ptr<const Snapshot>& walked = h.walked;
+  auto& [t, fs, c, roles, cache, walk, walked] = h;
   Result<RawSample> raw = RawSample{};
 
   // The prover shrinks below curio, and curio moves into the prover's cgroup and grows.
