@@ -37,11 +37,27 @@ struct hr_task {
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct hr_task) == 24, "hr_task ABI");
 
+/* CUDA memory per process, from uprobes on the driver (and optionally runtime) API. */
+struct gpu_mem {
+	__u64 pinned_live;
+	__u64 pinned_peak;
+	__u64 pinned_allocs;
+	__u64 pinned_frees;
+	__u64 device_live;
+	__u64 device_peak;
+	__u64 device_allocs;
+	__u64 device_frees;
+	__u64 failed_calls;   /* calls that returned an error: counted, never sized */
+	__u64 implicit_frees; /* bytes released by context destruction */
+};
+HEADROOM_STATIC_ASSERT(sizeof(struct gpu_mem) == 80, "gpu_mem ABI");
+
 /* oom:mark_victim. The trigger is the task the tracepoint runs in (the allocating task, for a
  * limit hit). On kernels whose tracepoint carries only a pid (6.8 and older), the victim's
  * figures are absent (flags lack HR_OOM_VICTIM_TASK) and come from /dev/kmsg. */
 #define HR_OOM_VICTIM_TASK (1u << 0)   /* victim fields below come from its task_struct */
 #define HR_OOM_VICTIM_EXITING (1u << 1) /* the victim was already exiting when marked */
+#define HR_OOM_VICTIM_GPU (1u << 2)     /* victim_gpu holds the CUDA sensor's counters of the victim */
 struct oom_victim_event {
 	__u32 type;              /* HR_EV_OOM_VICTIM */
 	__u32 flags;
@@ -60,8 +76,11 @@ struct oom_victim_event {
 	__u64 victim_swapents;
 	__u64 victim_rss_shmem_pages;
 	__u64 victim_pgtables_bytes;
+	__u64 victim_locked_pages; /* mm->locked_vm: mlock'd pages */
+	__u64 victim_pinned_pages; /* mm->pinned_vm: pages pinned for DMA (pin_user_pages & co.) */
+	struct gpu_mem victim_gpu; /* at the mark (HR_OOM_VICTIM_GPU): what it held pinned and on the device */
 };
-HEADROOM_STATIC_ASSERT(sizeof(struct oom_victim_event) == 152, "oom_victim_event ABI");
+HEADROOM_STATIC_ASSERT(sizeof(struct oom_victim_event) == 248, "oom_victim_event ABI");
 
 struct reap_event {
 	__u32 type;  /* HR_EV_REAP_START / HR_EV_REAP_FINISH */
@@ -130,21 +149,6 @@ struct proc_activity {
 	__u64 munlock_bytes;
 };
 HEADROOM_STATIC_ASSERT(sizeof(struct proc_activity) == 48, "proc_activity ABI");
-
-/* CUDA memory per process, from uprobes on the driver (and optionally runtime) API. */
-struct gpu_mem {
-	__u64 pinned_live;
-	__u64 pinned_peak;
-	__u64 pinned_allocs;
-	__u64 pinned_frees;
-	__u64 device_live;
-	__u64 device_peak;
-	__u64 device_allocs;
-	__u64 device_frees;
-	__u64 failed_calls;   /* calls that returned an error: counted, never sized */
-	__u64 implicit_frees; /* bytes released by context destruction */
-};
-HEADROOM_STATIC_ASSERT(sizeof(struct gpu_mem) == 80, "gpu_mem ABI");
 
 enum hr_alloc_kind {
 	HR_ALLOC_PINNED = 1,

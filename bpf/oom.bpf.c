@@ -30,6 +30,18 @@ static __always_inline struct oom_victim_event *begin_victim_event(void)
 	return e;
 }
 
+/* What the CUDA sensor counts of the victim at the mark: its pinned and device memory at the
+ * moment of the kill (the entry goes with the process, before user space could look). */
+static __always_inline void victim_gpu(struct oom_victim_event *e, __u32 tgid)
+{
+	struct gpu_mem *g = bpf_map_lookup_elem(&gpu_mem, &tgid);
+
+	if (!g)
+		return;
+	e->victim_gpu = *g;
+	e->flags |= HR_OOM_VICTIM_GPU;
+}
+
 SEC("tp_btf/mark_victim")
 int BPF_PROG(mark_victim_task, struct task_struct *victim, uid_t uid)
 {
@@ -58,8 +70,11 @@ int BPF_PROG(mark_victim_task, struct task_struct *victim, uid_t uid)
 		e->victim_swapents = mm_counter(mm, HR_MM_SWAPENTS);
 		e->victim_rss_shmem_pages = mm_counter(mm, HR_MM_SHMEMPAGES);
 		e->victim_pgtables_bytes = BPF_CORE_READ(mm, pgtables_bytes.counter);
+		e->victim_locked_pages = BPF_CORE_READ(mm, locked_vm);
+		e->victim_pinned_pages = BPF_CORE_READ(mm, pinned_vm.counter);
 	}
 	tgid = e->victim.tgid;
+	victim_gpu(e, tgid);
 	bpf_ringbuf_submit(e, 0);
 
 	bpf_map_update_elem(&oom_victims, &tgid, &mm_id, BPF_ANY);
@@ -78,6 +93,7 @@ int BPF_PROG(mark_victim_pid, int pid)
 	if (!e)
 		return 0;
 	e->victim.pid = pid; /* a thread id; tgid and figures come from /proc and /dev/kmsg */
+	victim_gpu(e, key); /* the CUDA counters are by process: found when the kernel marked the leader */
 	bpf_ringbuf_submit(e, 0);
 	/* Keyed by thread id: the exit program moves the mark to its thread group. */
 	bpf_map_update_elem(&oom_victims, &key, &none, BPF_ANY);

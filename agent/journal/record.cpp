@@ -4,6 +4,7 @@
 
 #include "headroom/journal/oom_record.h"
 #include "headroom/model/at_kill.h"
+#include "headroom/model/kill_ledger.h"
 #include "headroom/model/snapshot_json.h"
 #include "headroom/sources/cgroup.h"
 
@@ -42,7 +43,9 @@ json processesJson(const Snapshot& snap, const CgroupSnapshot& c, std::size_t pe
     if (i >= snap.processes.size()) continue;
     const ProcessSnapshot& p = snap.processes[i];
     if (taken[p.role]++ >= per_role) continue;
-    out.push_back(toJson(p));
+    json j = toJson(p);
+    j["gpu_memory_bytes"] = snap.gpu.reading ? opt(snap.gpu.reading->processBytes(p.sample.pid)) : json(nullptr);
+    out.push_back(std::move(j));
   }
   return out;
 }
@@ -112,6 +115,9 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
     charged = cg->memory.usage;
   }
 
+  json ledger = json::array();
+  for (const KillLedger& l : killLedgers(e, ctx.last)) ledger.push_back(toJson(l));
+
   json sensors = json::array();
   const std::vector<SensorStatus>& ss = !ctx.sensors.empty() || ctx.last == nullptr ? ctx.sensors : ctx.last->sensors;
   for (const SensorStatus& s : ss) sensors.push_back(toJson(s));
@@ -157,6 +163,7 @@ nlohmann::json makeOomRecord(const RecordContext& ctx) {
       {"workload", std::move(workload)},
       {"at_kill", std::move(at_kill)},
       {"event", std::move(event)},
+      {"ledger", std::move(ledger)},
       {"cgroup", cg != nullptr ? cgroupJson(*ctx.last, *cg) : json(nullptr)},
       {"processes", cg != nullptr ? processesJson(*ctx.last, *cg, ctx.top_per_role) : json::array()},
       {"largest_cgroups", std::move(largest)},

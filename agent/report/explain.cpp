@@ -170,6 +170,7 @@ json incidentJson(const ExplainedIncident& inc) {
       {"memcg_stats", stats},
       {"kernel_report", ev.contains("kernel_report") ? ev["kernel_report"] : json(nullptr)},
       {"at_kill", inc.record.contains("at_kill") ? inc.record["at_kill"] : json(nullptr)},
+      {"ledger", inc.record.contains("ledger") ? inc.record["ledger"] : json::array()},
       {"summary", inc.killed() ? json(reportSummary(inc.record)) : json(nullptr)},
       {"missing", inc.missing},
   };
@@ -248,6 +249,7 @@ Doc incidentDoc(const Explanation& ex, const ExplainedIncident& inc, std::size_t
                            : "An OOM report without a kill: the text ends before it, or nothing was killable.";
   d.sections.push_back(momentSection(inc.record));
   d.sections.push_back(killedSection(inc.record));
+  if (auto ledger = ledgerSection(inc.record)) d.sections.push_back(std::move(*ledger));
   d.sections.push_back(taskDumpSection(inc.record));
   for (auto& s : d.sections) sayTheText(s);
   d.sections.push_back(textSection(ex, inc));

@@ -125,6 +125,9 @@ Section taskDumpSection(const json& rec);
 // of `usage`; and its notes, one block each (report_moment.cpp).
 Table partsTable(const json& att, std::optional<std::uint64_t> usage);
 void addNotes(Section& s, const json& att);
+// LEDGER AT THE KILL: each victim's RAM, page tables, pinned and device memory side by side; none
+// for a record without a ledger (one written before it had one) (report_ledger.cpp).
+std::optional<Section> ledgerSection(const json& rec);
 // AT THE KILL: the record's at_kill in a sentence and a table.
 Section momentSection(const json& rec);
 // Whether the kill was warned of, and the run-up's growers (report_warning.cpp); none without a verdict.

@@ -410,6 +410,7 @@ Doc buildDoc(const json& rec) {
   if (auto found = foundAfterSection(rec)) d.sections.push_back(std::move(*found));
   d.sections.push_back(momentSection(rec));
   d.sections.push_back(killedSection(rec));
+  if (auto ledger = ledgerSection(rec)) d.sections.push_back(std::move(*ledger));
   d.sections.push_back(taskDumpSection(rec));
   d.sections.push_back(breakdownSection(rec));
   d.sections.push_back(processesSection(rec));

@@ -23,6 +23,10 @@ void merge(OomVictim& into, const OomVictim& from) {
   if (!into.shmem_rss) into.shmem_rss = from.shmem_rss;
   if (!into.pgtables) into.pgtables = from.pgtables;
   if (!into.swap) into.swap = from.swap;
+  if (!into.locked) into.locked = from.locked;
+  if (!into.pinned_vm) into.pinned_vm = from.pinned_vm;
+  if (!into.cuda_pinned) into.cuda_pinned = from.cuda_pinned;
+  if (!into.cuda_device) into.cuda_device = from.cuda_device;
   // Skipped only when no source saw the kill sent: the kernel's "Killed process" line is printed
   // only for a kill it sent, and the victim marked exiting may be one that began to exit on the
   // SIGKILL sent just before the mark (the kernel signals, then marks), or one marked again by a

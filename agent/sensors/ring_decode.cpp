@@ -37,6 +37,10 @@ DecodedOomMark decodeMark(const oom_victim_event& e) {
   OomVictim& v = m.victim;
   v.pid = static_cast<pid_t>(e.victim.pid);
   d.victim_is_task = (e.flags & HR_OOM_VICTIM_TASK) != 0;
+  if ((e.flags & HR_OOM_VICTIM_GPU) != 0) {
+    v.cuda_pinned = e.victim_gpu.pinned_live;
+    v.cuda_device = e.victim_gpu.device_live;
+  }
   if (!d.victim_is_task) return d;
   v.tgid = static_cast<pid_t>(e.victim.tgid);
   v.comm = commOf(e.victim.comm);
@@ -49,6 +53,10 @@ DecodedOomMark decodeMark(const oom_victim_event& e) {
   v.shmem_rss = e.victim_rss_shmem_pages * kPageBytes;
   v.swap = e.victim_swapents * kPageBytes;
   v.pgtables = e.victim_pgtables_bytes;
+  if (e.victim_mm != 0) {
+    v.locked = e.victim_locked_pages * kPageBytes;
+    v.pinned_vm = e.victim_pinned_pages * kPageBytes;
+  }
   v.kill_skipped = (e.flags & HR_OOM_VICTIM_EXITING) != 0;
   return d;
 }

@@ -87,6 +87,10 @@ struct OomVictim {
   std::string cgroup;  // the victim's memory cgroup (task_memcg)
   // The victim's memory when it was chosen, in bytes (from BPF or "Killed process ...").
   std::optional<std::uint64_t> total_vm, anon_rss, file_rss, shmem_rss, pgtables, swap;
+  // At the mark, from BPF only (the kernel's log has none of them): the pages it held locked
+  // (mm->locked_vm) and pinned for DMA (mm->pinned_vm), and what the CUDA sensor counted of it,
+  // host memory pinned through the driver and device memory, live at that moment.
+  std::optional<std::uint64_t> locked, pinned_vm, cuda_pinned, cuda_device;
   // The kernel marked it but sent no SIGKILL: it was already exiting.
   bool kill_skipped = false;
   // Not named by the kernel: taken for the victim because it left a cgroup whose OOM-kill

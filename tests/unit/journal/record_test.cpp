@@ -215,7 +215,9 @@ TEST(Record, MemcgKillCarriesEveryDocumentedField) {
   EXPECT_EQ(pidsOf(r["processes"]), (std::vector<int>{100, 101, 104, 106}));
   const ProcessSnapshot* cuzk = snap->findProcess(100);
   ASSERT_NE(cuzk, nullptr);
-  EXPECT_EQ(r["processes"][0], toJson(*cuzk));
+  json as_sampled = toJson(*cuzk);
+  as_sampled["gpu_memory_bytes"] = nullptr;  // the driver's figure of the sample (none: no NVML here)
+  EXPECT_EQ(r["processes"][0], as_sampled);
   for (const char* k : {"rss_anon_bytes", "pss_bytes", "page_tables_bytes", "locked_bytes", "pinned", "device_bytes",
                         "overhead_share_bytes", "role"}) {
     EXPECT_TRUE(r["processes"][0].contains(k)) << k;
@@ -441,6 +443,68 @@ TEST(Record, AGlobalKillListsTheLargestCgroupsOfTheLastSample) {
   EXPECT_EQ(r["largest_cgroups"][0]["usage_bytes"], snap->cgroups[0].memory.usage);
 }
 
+// The ledger at the kill: each victim's RAM and page tables (the kernel's), what it held locked
+// and pinned for DMA (BPF at the mark), its CUDA pinned and device memory live at the kill, and
+// NVML's device memory at the last sample, side by side; a kernel log alone says what it lacks.
+TEST(Record, TheLedgerAtTheKillPutsRamPinnedAndDeviceMemorySideBySide) {
+  testing::FixtureTree t;
+  auto base = provingWithHelpers(t);
+  Snapshot last = *base;
+  last.monotonic_time_ns = 120 * kSec;  // three seconds before the kill
+  auto reading = std::make_shared<GpuReading>();
+  GpuDevice gpu;
+  gpu.index = 0;
+  gpu.total_bytes = 80 * kGiB;
+  gpu.used_bytes = 71 * kGiB;
+  gpu.processes = {{100, 70 * kGiB + 300 * kMiB}, {101, std::nullopt}};
+  reading->devices = {gpu};
+  last.gpu.reading = reading;
+  last.gpu.state = "active";
+
+  OomEvent e = memcgKill(last.wall_time_ns + 3 * kSec);
+  OomVictim& v = e.victims[0];
+  v.file_rss = 2 * kMiB;
+  v.shmem_rss = 0;
+  v.locked = 16 * kMiB;
+  v.pinned_vm = 0;
+  v.cuda_pinned = 3 * kGiB;
+  v.cuda_device = 70 * kGiB;
+  RecordContext ctx;
+  ctx.event = &e;
+  ctx.last = &last;
+  json r = makeOomRecord(ctx);
+  ASSERT_EQ(r["ledger"].size(), 1u) << r["ledger"].dump();
+  const json& l = r["ledger"][0];
+  EXPECT_EQ(l["pid"], 100);
+  EXPECT_EQ(l["comm"], "cuzk");
+  EXPECT_EQ(l["ram"]["anon_bytes"], 3900 * kMiB);
+  EXPECT_EQ(l["ram"]["file_bytes"], 2 * kMiB);
+  EXPECT_EQ(l["page_tables_bytes"], 8 * kMiB);
+  EXPECT_EQ(l["locked_bytes"], 16 * kMiB);
+  EXPECT_EQ(l["pinned_vm_bytes"], 0);
+  EXPECT_EQ(l["cuda"]["pinned_bytes"], 3 * kGiB);
+  EXPECT_EQ(l["cuda"]["device_bytes"], 70 * kGiB);
+  EXPECT_EQ(l["cuda"]["at_kill"], true);
+  EXPECT_EQ(l["gpu_memory"]["bytes"], 70 * kGiB + 300 * kMiB) << "the driver's figure: allocations and context";
+  EXPECT_DOUBLE_EQ(l["gpu_memory"]["age_seconds"].get<double>(), 3.0);
+  // Residency unknown (no mappings read): the pinned bytes are not added to the host's.
+  EXPECT_EQ(l["host_bytes"], 3900 * kMiB + 2 * kMiB + 8 * kMiB);
+  EXPECT_TRUE(l["notes"].empty()) << l["notes"].dump();
+
+  // The same kill told by a kernel log alone: RAM and page tables, and what it cannot say.
+  OomEvent from_log = memcgKill(last.wall_time_ns);
+  from_log.from_bpf = false;
+  RecordContext log_ctx;
+  log_ctx.event = &from_log;
+  json r2 = makeOomRecord(log_ctx);
+  const json& l2 = r2["ledger"][0];
+  EXPECT_EQ(l2["ram"]["anon_bytes"], 3900 * kMiB);
+  EXPECT_TRUE(l2["locked_bytes"].is_null());
+  EXPECT_TRUE(l2["cuda"].is_null());
+  EXPECT_TRUE(l2["gpu_memory"].is_null());
+  EXPECT_NE(l2["notes"].dump().find("the kernel's log has none"), std::string::npos) << l2["notes"].dump();
+}
+
 TEST(Record, RoundTripsThroughTheJournal) {
   testing::FixtureTree t;
   auto snap = provingWithHelpers(t);
@@ -475,6 +539,7 @@ TEST(Record, RoundTripsThroughTheJournal) {
   json expect = r;
   expect["id"] = 1;
   expect["event"]["victims"][0]["comm"] = "cu\xEF\xBF\xBDzk";
+  expect["ledger"][0]["comm"] = "cu\xEF\xBF\xBDzk";
   EXPECT_EQ(c->records[0], expect) << "a record read back equals the one written, id added";
 }
 

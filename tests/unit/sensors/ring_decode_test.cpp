@@ -83,6 +83,33 @@ TEST(RingDecode, AVictimWithItsTaskCarriesEveryFigureInBytes) {
   EXPECT_FALSE(v.kill_skipped);
 }
 
+TEST(RingDecode, AVictimCarriesWhatItHeldLockedPinnedAndOnTheDeviceAtTheMark) {
+  oom_victim_event e = victimEvent();
+  e.victim_mm = 0xffff888012345000ULL;
+  e.victim_locked_pages = 256;
+  e.victim_pinned_pages = 64;
+  auto r = decodeOomRecord(bytesOf(e));
+  const OomVictim& without = std::get<DecodedOomMark>(r).mark.victim;
+  EXPECT_EQ(without.locked, 256 * kPage);
+  EXPECT_EQ(without.pinned_vm, 64 * kPage);
+  EXPECT_FALSE(without.cuda_pinned) << "no CUDA counters without HR_OOM_VICTIM_GPU";
+  EXPECT_FALSE(without.cuda_device);
+
+  e.flags |= HR_OOM_VICTIM_GPU;
+  e.victim_gpu.pinned_live = 3ULL << 30;
+  e.victim_gpu.pinned_peak = 4ULL << 30;
+  e.victim_gpu.device_live = 70ULL << 30;
+  r = decodeOomRecord(bytesOf(e));
+  const OomVictim& v = std::get<DecodedOomMark>(r).mark.victim;
+  EXPECT_EQ(v.cuda_pinned, 3ULL << 30) << "live at the kill, not the peak";
+  EXPECT_EQ(v.cuda_device, 70ULL << 30);
+
+  // Without an mm (an exiting victim) there are no locked or pinned pages to read.
+  e.victim_mm = 0;
+  r = decodeOomRecord(bytesOf(e));
+  EXPECT_FALSE(std::get<DecodedOomMark>(r).mark.victim.locked);
+}
+
 TEST(RingDecode, AVictimAlreadyExitingIsMarkedSkipped) {
   oom_victim_event e = victimEvent();
   e.flags |= HR_OOM_VICTIM_EXITING;
@@ -107,6 +134,13 @@ TEST(RingDecode, APidOnlyVictimHasItsThreadIdAndNoFigures) {
   EXPECT_FALSE(d->mark.victim.anon_rss.has_value());
   EXPECT_FALSE(d->mark.victim.charge().has_value());
   EXPECT_EQ(d->victim_cgroup_id, 0u);
+  EXPECT_FALSE(d->mark.victim.cuda_device.has_value());
+  // The CUDA counters are by process, found when the kernel marked the leader: they come.
+  e.flags = HR_OOM_VICTIM_GPU;
+  e.victim_gpu.device_live = 1ULL << 30;
+  r = decodeOomRecord(bytesOf(e));
+  EXPECT_EQ(std::get<DecodedOomMark>(r).mark.victim.cuda_device, 1ULL << 30);
+  EXPECT_FALSE(std::get<DecodedOomMark>(r).mark.victim.locked.has_value());
 }
 
 TEST(RingDecode, ReapingStartAndFinish) {
