@@ -228,6 +228,8 @@ Result<std::string> configValue(const AgentConfig& cfg, std::string_view name) {
       {"sensors.cuda", boolean([](const AgentConfig& c) { return c.sensors.cuda; })},
       {"sensors.cuda_libraries", list([](const AgentConfig& c) { return c.sensors.cuda_libraries; })},
       {"sensors.cuda_runtime_targets", list([](const AgentConfig& c) { return c.sensors.cuda_runtime_targets; })},
+      {"sensors.nvml", boolean([](const AgentConfig& c) { return c.sensors.nvml; })},
+      {"sensors.nvml_library", str([](const AgentConfig& c) { return c.sensors.nvml_library; })},
       {"sensors.oom_ring_bytes", size([](const AgentConfig& c) { return std::uint64_t{c.sensors.oom_ring_bytes}; })},
       {"sensors.exit_ring_bytes", size([](const AgentConfig& c) { return std::uint64_t{c.sensors.exit_ring_bytes}; })},
       {"sensors.max_processes", plain([](const AgentConfig& c) { return c.sensors.max_processes; })},

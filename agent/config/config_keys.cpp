@@ -305,6 +305,18 @@ std::vector<KeySpec> makeSpecs() {
                       R"(["/opt/app/bin/prover"])", [](AgentConfig& c, const std::vector<Given>& v) {
                         return setPathList(v, c.sensors.cuda_runtime_targets);
                       }));
+  k.push_back(boolKey("sensors.nvml", "read device memory per GPU and per process through NVML (libnvidia-ml.so.1)",
+                      [](AgentConfig& c, bool b) { c.sensors.nvml = b; }));
+  k.push_back(scalar("sensors.nvml_library", "string",
+                     "the NVML library: a name the loader finds, or an absolute path (default libnvidia-ml.so.1)",
+                     [](AgentConfig& c, const std::vector<Given>& v) -> Status {
+                       auto lib = stringOf(v.front());
+                       if (!lib) return lib.error();
+                       if (lib->empty() || (lib->find('/') != std::string::npos && lib->front() != '/'))
+                         return v.front().fail("must be a library name or an absolute path");
+                       c.sensors.nvml_library = std::move(*lib);
+                       return ok();
+                     }));
   k.push_back(ringKey("sensors.oom_ring_bytes", "size of the OOM event ring buffer",
                       [](AgentConfig& c, std::uint32_t n) { c.sensors.oom_ring_bytes = n; }));
   k.push_back(ringKey("sensors.exit_ring_bytes", "size of the exit event ring buffer",

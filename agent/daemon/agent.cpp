@@ -21,6 +21,7 @@
 
 #include "headroom/controller/prover_budget.h"
 #include "headroom/daemon/early_warning.h"
+#include "headroom/daemon/gpu_reader.h"
 #include "headroom/daemon/http_api.h"
 #include "headroom/daemon/walk_pacer.h"
 #include "headroom/daemon/warning_outlet.h"
@@ -202,6 +203,7 @@ struct Agent::Impl {
   HttpApi api_;
   std::unique_ptr<HttpServer> server_;  // after api_: destroyed before what it calls
   std::unique_ptr<Sensors> sensors_;
+  GpuReader gpu_;  // device memory per GPU and process (NVML)
   // What the sampler remembers of each process between samples: its /proc reads only when due.
   ProcessCache processes_{pssPolicyOf(cfg_)};
   CgroupFileCache cgroup_files_;             // the watched cgroups' files, held open between samples
@@ -262,6 +264,10 @@ void Agent::Impl::startSensors() {
     sc.kmsg = false;
   }
   sensors_ = Sensors::start(*source_.fs, sc, source_.collector->mounts());
+  // NVML is the driver's and runs where BPF does not; read from the live machine only.
+  SensorsConfig gc = cfg_.sensors;
+  gc.nvml = gc.nvml && source_.fs->isLive();
+  gpu_.configure(gc);
   cuda_checked_.clear();  // Sensors::start logged each sensor's state
   api_.publishSensors(sensors_->status());
 }
@@ -561,6 +567,7 @@ void Agent::Impl::sample() {
   self_.sample_cpu.cgroups += raw->stats.cgroups_cpu;
   const ThreadCpu model_start = threadCpu();
   SensorReadings readings = sensors_->readings(raw->processes);
+  raw->gpu = gpu_.read();
   addBudgetCgroup(*raw);
   names_->name(*raw);
   const ThreadCpu processes_cpu = raw->stats.processes_cpu;

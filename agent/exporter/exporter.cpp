@@ -16,7 +16,9 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <map>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -183,12 +185,44 @@ void emitHttp(SeriesSink& sink, const HttpServerStats& http) {
     sink.add(kHttpRefused, {reason}, num(n));
 }
 
+// Each GPU, and the device memory of its processes summed by (cgroup, role, comm) as the
+// per-process series are: a process NVML lists that no sample has is the driver's word alone,
+// under the cgroup "" and its pid's comm unknown ("?").
+void emitGpus(SeriesSink& sink, const Snapshot& snap) {
+  if (!snap.gpu.reading) return;
+  for (const GpuDevice& d : snap.gpu.reading->devices) {
+    const std::string gpu = std::to_string(d.index);
+    sink.add(kGpuMemoryTotal, {gpu, d.uuid, d.name}, num(d.total_bytes));
+    sink.add(kGpuMemoryUsed, {gpu, d.uuid}, num(d.used_bytes));
+    std::map<std::tuple<std::string_view, Role, std::string_view>, std::pair<std::uint64_t, const Workload*>> groups;
+    for (const GpuProcessMemory& p : d.processes) {
+      if (!p.used_bytes) continue;
+      const ProcessSnapshot* ps = snap.findProcess(p.pid);
+      const CgroupSnapshot* c = ps != nullptr ? snap.findCgroup(ps->cgroup) : nullptr;
+      auto& g = groups[{ps != nullptr ? std::string_view(ps->cgroup) : std::string_view(),
+                        ps != nullptr ? ps->role : Role::kSystem,
+                        ps != nullptr ? std::string_view(ps->sample.comm) : std::string_view("?")}];
+      g.first += *p.used_bytes;
+      g.second = c != nullptr ? &c->workload : nullptr;
+    }
+    static const Workload kNone;
+    for (const auto& [key, g] : groups) {
+      const auto& [cgroup, role, process] = key;
+      sink.add(kGpuProcessMemory, labelsOf(cgroup, g.second != nullptr ? *g.second : kNone),
+               {toString(role), process, gpu}, num(g.first));
+    }
+  }
+}
+
 void emitSensors(SeriesSink& sink, const Snapshot& snap, const SensorCounters& counters) {
   for (const SensorStatus& s : snap.sensors) {
     for (SensorState st : {SensorState::kActive, SensorState::kDegraded, SensorState::kOff}) {
       sink.add(kSensorState, {toString(s.id), toString(st)}, s.state == st ? 1 : 0);
     }
   }
+  // NVML beside the BPF sensors: the same states.
+  for (const char* st : {"active", "degraded", "off"})
+    sink.add(kSensorState, {"nvml", st}, snap.gpu.state == st ? 1 : 0);
   sink.add(kRingDrops, {"oom"}, num(counters.oom_ring_drops));
   sink.add(kRingDrops, {"exit"}, num(counters.exit_ring_drops));
   sink.add(kMapFullDrops, {}, num(counters.map_full_drops));
@@ -365,6 +399,7 @@ void Exporter::update(const Snapshot& snap, const SensorCounters& counters, cons
     // cap cuts from the end.
     emitAgent(sink, snap, self, update_failures);
     emitSensors(sink, snap, counters);
+    emitGpus(sink, snap);
     emitHost(sink, snap.host);
     // Each cgroup's workload, by path: the sampled ones' from the snapshot, any other's from its
     // path alone (a probe's or the budget's cgroup that holds no process now).

@@ -196,6 +196,15 @@ std::vector<MetricInfo> buildCatalog() {
       {kProcPinnedPeak, kG, proc, "Sum of the processes' peak pinned host memory, in bytes."},
       {kProcDevice, kG, proc, "CUDA device memory allocated by the processes in the group, in bytes."},
       {kProcDevicePeak, kG, proc, "Sum of the processes' peak CUDA device memory, in bytes."},
+      // GPUs (NVML)
+      {kGpuMemoryTotal, kG, {"gpu", "uuid", "name"}, "Device memory of the GPU, in bytes (NVML)."},
+      {kGpuMemoryUsed,
+       kG,
+       {"gpu", "uuid"},
+       "Device memory in use on the GPU, the driver's own included, in bytes (NVML)."},
+      {kGpuProcessMemory, kG, with({"role", "process", "gpu"}),
+       "Device memory the driver reports for the processes in the group on the GPU (their allocations and "
+       "contexts), in bytes (NVML)."},
       {kProcFaults, kC, proc_kind, "Page faults of the processes in the group, by kind (minor, major)."},
       {kProcMmap, kC, with({"role", "process", "op"}),
        "Bytes the processes in the group mapped and unmapped, by op (mmap, munmap)."},

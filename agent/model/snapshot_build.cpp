@@ -494,6 +494,7 @@ std::shared_ptr<const Snapshot> buildSnapshot(RawSample raw, const RoleMatcher& 
   snap->host = HostSnapshot{std::move(raw.meminfo), raw.host_pressure};
   snap->self_pid = raw.self_pid;
   snap->focus_pid = raw.focus_pid;
+  snap->gpu = std::move(raw.gpu);
   snap->stats = std::move(raw.stats);
   snap->sensors = std::move(sensors.status);
 

@@ -280,6 +280,27 @@ Workload workloadFromJson(const json& j) {
   return w;
 }
 
+json toJson(const GpuSample& g) {
+  json devices = json::array();
+  if (g.reading) {
+    for (const GpuDevice& d : g.reading->devices) {
+      json procs = json::array();
+      for (const GpuProcessMemory& p : d.processes)
+        procs.push_back({{"pid", p.pid}, {"used_bytes", opt(p.used_bytes)}});
+      devices.push_back({{"index", d.index},
+                         {"uuid", d.uuid},
+                         {"name", d.name},
+                         {"total_bytes", d.total_bytes},
+                         {"used_bytes", d.used_bytes},
+                         {"processes", std::move(procs)}});
+    }
+  }
+  return {{"state", g.state},
+          {"reason", g.reason},
+          {"driver_version", g.reading ? json(g.reading->driver_version) : json(nullptr)},
+          {"devices", std::move(devices)}};
+}
+
 json toJson(const Snapshot& s) {
   json cgroups = json::array();
   for (const CgroupSnapshot& c : s.cgroups) {
@@ -298,6 +319,7 @@ json toJson(const Snapshot& s) {
   json procs = json::array();
   for (const ProcessSnapshot& p : s.processes) {
     json j = toJson(p);
+    j["gpu_memory_bytes"] = s.gpu.reading ? opt(s.gpu.reading->processBytes(p.sample.pid)) : json(nullptr);
     // PSS is read again only when due (process_cache.h): how old this figure is.
     j["pss_age_s"] =
         p.sample.smaps && p.sample.smaps_read_ns != 0
@@ -311,6 +333,7 @@ json toJson(const Snapshot& s) {
   for (const SensorStatus& ss : s.sensors) sensors.push_back(toJson(ss));
   return {
       {"sensors", sensors},
+      {"gpus", toJson(s.gpu)},
       {"schema_version", kSnapshotSchemaVersion},
       {"wall_time_ns", s.wall_time_ns},
       {"cgroup_mode", toString(s.mode)},
@@ -385,6 +408,10 @@ json toJson(const OomEvent& e) {
                        {"shmem_rss_bytes", opt(v.shmem_rss)},
                        {"pgtables_bytes", opt(v.pgtables)},
                        {"swap_bytes", opt(v.swap)},
+                       {"locked_bytes", opt(v.locked)},
+                       {"pinned_vm_bytes", opt(v.pinned_vm)},
+                       {"cuda_pinned_bytes", opt(v.cuda_pinned)},
+                       {"cuda_device_bytes", opt(v.cuda_device)},
                        {"kill_skipped", v.kill_skipped},
                        {"inferred", v.inferred}});
   }
@@ -489,6 +516,10 @@ OomEvent oomEventFromJson(const json& event) {
       take(j, "shmem_rss_bytes", o.shmem_rss);
       take(j, "pgtables_bytes", o.pgtables);
       take(j, "swap_bytes", o.swap);
+      take(j, "locked_bytes", o.locked);
+      take(j, "pinned_vm_bytes", o.pinned_vm);
+      take(j, "cuda_pinned_bytes", o.cuda_pinned);
+      take(j, "cuda_device_bytes", o.cuda_device);
       take(j, "kill_skipped", o.kill_skipped);
       take(j, "inferred", o.inferred);
       e.victims.push_back(std::move(o));

@@ -1,11 +1,17 @@
 /* A stand-in for libcuda.so.1 in tests: it exports the driver API symbols that headroom's
  * uprobes attach to, with the real signatures, and does what matters to the sensors: host
  * allocations are real pages (mmap + mlock, as the driver pins them), device "pointers" are
- * distinct addresses, and asking for 1 TiB or more fails with CUDA_ERROR_OUT_OF_MEMORY. */
+ * distinct addresses, and asking for 1 TiB or more fails with CUDA_ERROR_OUT_OF_MEMORY.
+ * With HEADROOM_FAKE_GPU_DIR set, the device memory it holds for a process is written to
+ * DIR/<pid> at each change, where the stand-in NVML (fake_nvml.c) reads it, as the real driver's
+ * NVML reports what the driver allocated for each process. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -32,6 +38,29 @@ static struct {
   size_t n;
 } host[64];
 static CUdeviceptr next_device = 0x7f0000000000ULL;
+static struct {
+  CUdeviceptr d;
+  size_t n;
+} device[64];
+
+/* What the stand-in NVML reports for this process: the device bytes it holds now. */
+static void publish_device(void) {
+  const char* dir = getenv("HEADROOM_FAKE_GPU_DIR");
+  unsigned long long live = 0;
+  char path[512], tmp[512];
+  FILE* f;
+  int i;
+
+  if (!dir) return;
+  for (i = 0; i < 64; i++) live += device[i].n;
+  snprintf(path, sizeof path, "%s/%d", dir, (int)getpid());
+  snprintf(tmp, sizeof tmp, "%s/.%d", dir, (int)getpid());
+  f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "%llu\n", live);
+  fclose(f);
+  rename(tmp, path);
+}
 
 static CUresult host_alloc(void** pp, size_t size) {
   void* p;
@@ -59,6 +88,14 @@ static CUresult device_alloc(CUdeviceptr* d, size_t size) {
   if (size >= TOO_BIG) return CUDA_ERROR_OUT_OF_MEMORY;
   *d = next_device;
   next_device += (size + 0xfffff) & ~0xfffffULL;
+  for (int i = 0; i < 64; i++) {
+    if (!device[i].d) {
+      device[i].d = *d;
+      device[i].n = size;
+      break;
+    }
+  }
+  publish_device();
   return CUDA_SUCCESS;
 }
 
@@ -113,7 +150,17 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* d, size_t* pitch, size_t width, 
   return device_alloc(d, *pitch * height);
 }
 
-EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d) {
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < 64; i++) {
+    if (device[i].d == d) {
+      device[i].d = 0;
+      device[i].n = 0;
+      publish_device();
+    }
+  }
+  return CUDA_SUCCESS;
+}
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, void* stream) {
   (void)stream;
   return cuMemFree_v2(d);

@@ -191,6 +191,8 @@ struct Snapshot {
   std::optional<pid_t> focus_pid;
   CollectStats stats;
   std::vector<SensorStatus> sensors;
+  // Device memory per GPU and per process as the driver reports it (NVML), or why not.
+  GpuSample gpu;
 
   const CgroupSnapshot* findCgroup(std::string_view path) const;
   const ProcessSnapshot* findProcess(pid_t pid) const;

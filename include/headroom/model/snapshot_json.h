@@ -25,6 +25,7 @@ nlohmann::json toJson(const CgroupMemory& c);     // a cgroup's "memory"
 nlohmann::json toJson(const Bound& b);            // one of "bounds", "tightest_bound"
 nlohmann::json toJson(const ProcessSnapshot& p);  // one of "processes"
 nlohmann::json toJson(const SensorStatus& s);     // one of "sensors"
+nlohmann::json toJson(const GpuSample& g);        // "gpus": {state, reason, driver_version, devices}
 // A cgroup's "workload": unit, container, pod, namespace (the series' labels) and runtime,
 // container_id, pod_uid, qos; "" where unknown.
 nlohmann::json toJson(const Workload& w);

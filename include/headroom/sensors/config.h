@@ -32,6 +32,10 @@ struct SensorsConfig {
   // targets: libcudart or binaries with the runtime linked in (optional second attach point).
   std::vector<std::string> cuda_libraries;
   std::vector<std::string> cuda_runtime_targets;
+  // Device memory per GPU and per process from NVIDIA's management library, loaded at run time
+  // (the agent's, not a BPF sensor): a library name the loader finds, or an absolute path.
+  bool nvml = true;
+  std::string nvml_library = "libnvidia-ml.so.1";
   // Tracepoint names by sensor (faults -> "page_fault_user"), to point a sensor elsewhere; a
   // name this kernel lacks makes that sensor degraded (tests use it to simulate).
   std::map<SensorId, std::string> tracepoints;

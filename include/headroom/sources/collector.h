@@ -15,6 +15,7 @@
 #include "headroom/sources/cgroup.h"
 #include "headroom/sources/cgroup_files.h"
 #include "headroom/sources/fs_root.h"
+#include "headroom/sources/nvml.h"
 #include "headroom/sources/process_cache.h"
 #include "headroom/sources/procfs.h"
 #include "headroom/sources/workload.h"
@@ -109,6 +110,7 @@ struct RawSample {
   std::unordered_map<std::string, Workload> workloads;
   pid_t self_pid = 0;
   std::optional<pid_t> focus_pid;  // --pid: the process the user asked about
+  GpuSample gpu;                   // the GPUs' device memory (NVML), where the caller read them
   CollectStats stats;
 };
 

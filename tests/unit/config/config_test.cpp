@@ -77,6 +77,8 @@ rss = false
 cuda = false
 cuda_libraries = ["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]
 cuda_runtime_targets = ["/opt/a/libcudart.so.12", "/opt/b/prover"]
+nvml = false
+nvml_library = "/opt/nvidia/lib/libnvidia-ml.so.1"
 oom_ring_bytes = "1MiB"
 exit_ring_bytes = 65536
 max_processes = 1000
@@ -193,6 +195,8 @@ TEST(ConfigParse, FullFileSetsEveryKey) {
   EXPECT_FALSE(s.cuda);
   EXPECT_EQ(s.cuda_libraries, (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libcuda.so.1"}));
   EXPECT_EQ(s.cuda_runtime_targets, (std::vector<std::string>{"/opt/a/libcudart.so.12", "/opt/b/prover"}));
+  EXPECT_FALSE(s.nvml);
+  EXPECT_EQ(s.nvml_library, "/opt/nvidia/lib/libnvidia-ml.so.1");
   EXPECT_EQ(s.oom_ring_bytes, 1u << 20);
   EXPECT_EQ(s.exit_ring_bytes, 65536u);
   EXPECT_EQ(s.max_processes, 1000u);
@@ -529,6 +533,8 @@ TEST(ConfigFlags, ErrorsNameTheFlagAndLeaveTheConfigAlone) {
   EXPECT_TRUE(flagRejects("sensors.max_processes", {"-1"}, {"--sensors.max-processes -1", "integer from 1"}));
   EXPECT_TRUE(flagRejects("roles.rules", {"prover=comm:x", "nope"}, {"--role-rule nope", "ROLE=KIND:VALUE"}));
   EXPECT_TRUE(flagRejects("sensors.cuda_runtime_targets", {"rel/x"}, {"--cuda-runtime-target rel/x", "absolute"}));
+  EXPECT_TRUE(flagRejects("sensors.nvml_library", {"lib/libnvidia-ml.so.1"},
+                          {"--sensors.nvml-library lib/libnvidia-ml.so.1", "library name or an absolute path"}));
   EXPECT_TRUE(flagRejects("cgroups", {""}, {"--cgroup \"\"", "cgroup path"}));
 
   AgentConfig cfg;
@@ -589,6 +595,8 @@ TEST(ConfigKeys, EveryKeyOfEveryTableHasAFlag) {
                                           "sensors.cuda",
                                           "sensors.cuda_libraries",
                                           "sensors.cuda_runtime_targets",
+                                          "sensors.nvml",
+                                          "sensors.nvml_library",
                                           "sensors.oom_ring_bytes",
                                           "sensors.exit_ring_bytes",
                                           "sensors.max_processes",
