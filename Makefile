@@ -4,6 +4,9 @@
 #   make build-gcc  every target, the tests too, with g++ (Release, warnings as errors): CI's second step
 #   make demo   the incident headroom exists for, reproduced at small scale (root)
 #   make test-kernels  the kernel-facing suites on Debian's 5.10, 6.1 and 6.12 (cgroup v2 and v1) under qemu, and here
+#   make test-gpu   the CUDA Toolkit from Debian (install-deps.sh --gpu), the real CUDA programs built
+#                   with its nvcc, and the GPU-facing tests (the stand-in driver where there is no GPU)
+#   make gpu-check  the self-contained GPU check bundle; run at once where a GPU is (docs/gpu-check.md)
 #   make churn  the agent under process and cgroup churn with OOM kills, CHURN_SECONDS long (root)
 #   make fuzz   every parser's libFuzzer target for FUZZ_SECONDS each, then a table of what they did
 SHELL := /bin/bash
@@ -12,7 +15,7 @@ RELEASE := build/release
 DEBUG := build/debug
 CMAKE_COMMON := -G Ninja -DHEADROOM_WERROR=ON
 
-.PHONY: all deps deps-build build build-debug build-gcc run test test-kernels capture-fixtures unit-test fuzz tidy format bench churn demo clean
+.PHONY: all deps deps-build build build-debug build-gcc run test test-gpu gpu-check test-kernels capture-fixtures unit-test fuzz tidy format bench churn demo clean
 
 all: build
 
@@ -61,6 +64,34 @@ test: deps-build
 	  if [ $$installed -ne 0 ]; then echo "make test: the tests' packages did not install (above)" >&2; exit 1; fi; \
 	  exit $$built
 	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS)
+
+# The GPU side (docs/gpu-check.md): Debian's CUDA Toolkit 11.8 and NVML's headers, the test build
+# made again with its nvcc (cmake/Nvcc.cmake prefers it), and every GPU-facing test: the NVML
+# reader, the ledger at the kill, the CUDA probes on the real programs and on the stand-in driver,
+# the agent with the stand-in NVML, and the GPU check's bundle.
+GPU_TESTS := Nvml|RingDecode|Record|Gpu\.|Sensors\.(Cuda|RealCuda)|kit_gpu_check|ConfigDocs|MetricsDocs
+test-gpu:
+	./deploy/install-deps.sh --gpu
+	@$(MAKE) --no-print-directory $(DEBUG)/build.ninja
+	cmake $(DEBUG) > /dev/null
+	@grep -q '^HEADROOM_NVCC_HOST' $(DEBUG)/CMakeCache.txt || { echo "make test-gpu: the build did not take Debian's nvcc" >&2; exit 1; }
+	cmake --build $(DEBUG) -j $(JOBS)
+	ctest --test-dir $(DEBUG) --output-on-failure -j $(JOBS) -R '$(GPU_TESTS)'
+
+# The GPU check's bundle (tests/gpu/bundle.sh): the release agent, the real CUDA programs, their
+# libraries and loader, the check; on a machine with an NVIDIA GPU it runs at once and writes
+# GPU_CHECK_OUT/gpu-check.md (commit it under docs/gpu-check/), elsewhere it says where the bundle is.
+GPU_BUILD := build/gpu
+GPU_CHECK_OUT ?= $(GPU_BUILD)/gpu-check/out
+gpu-check:
+	./deploy/install-deps.sh --gpu
+	cmake -S . -B $(GPU_BUILD) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release > /dev/null
+	cmake --build $(GPU_BUILD) -j $(JOBS) --target gpu-check-bundle
+	@if [ -e /dev/nvidiactl ] || nvidia-smi -L > /dev/null 2>&1; then \
+	  $(GPU_BUILD)/gpu-check/headroom-gpu-check/run.sh $(GPU_CHECK_OUT); \
+	else \
+	  echo "gpu-check: no NVIDIA GPU here; copy $(GPU_BUILD)/gpu-check/headroom-gpu-check.tar.gz to one and run ./run.sh as root"; \
+	fi
 
 # The kernel matrix (root; docs/development.md says how long): every kernel-facing suite in qemu
 # guests of Debian 12's 6.1 and Debian 13's 6.12 with cgroup v2 (a bare root, and a systemd /

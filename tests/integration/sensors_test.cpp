@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <limits.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <thread>
@@ -361,28 +364,52 @@ TEST(Sensors, CudaContextDestroyReleasesImplicitly) {
   EXPECT_EQ(g->pinned_peak, 7 * kMiB) << "the peak stays";
 }
 
-TEST(Sensors, RealCudaProgramWithoutADriverCountsNothing) {
+// The nvcc-built prover-like program (tests/gpu/cuda_prover.cu, the runtime linked in) under the
+// runtime probes (on the binary itself) and the driver probes (on the driver's libcuda.so.1 where
+// one is installed, else the toolkit's stub). Without a device its first call fails (35: no
+// driver, 100: a driver and no device) and only that failure is counted; on a GPU the pinned pool
+// and the device memory are counted exactly.
+TEST(Sensors, RealCudaProgramIsCountedExactlyOrOnlyItsFailedCall) {
   SKIP_WITHOUT_BPF();
-  if (std::string(HEADROOM_CUDA_REAL).empty()) GTEST_SKIP() << "no nvcc (/usr/local/cuda) at build time";
+  if (std::string(HEADROOM_CUDA_PROVER).empty()) GTEST_SKIP() << "no nvcc at build time (make test-gpu installs it)";
   Env env;
   auto s = startSensors(env);
   // Where the kernel cannot run it (5.10), the sensor says why instead.
   if (!kernelCanRun(SensorId::kCuda)) return expectActiveOrSaysWhy(s->status(), SensorId::kCuda);
-  // The runtime is linked into the program: attach to the binary itself; and the driver
-  // probes attach to the toolkit's libcuda stub like to a real libcuda.so.1.
-  ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_REAL, true)) << "runtime symbols in the nvcc-built binary";
-  ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_STUB, false)) << "driver symbols in the CUDA stub library";
-  auto c = ChildProcess::spawn({HEADROOM_CUDA_REAL});
+  ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_PROVER, true)) << "runtime symbols in the nvcc-built binary";
+  std::array<char, PATH_MAX> driver{};
+  if (::realpath("/usr/lib/x86_64-linux-gnu/libcuda.so.1", driver.data()) != nullptr) {
+    ASSERT_TRUE(s->attachCuda(driver.data(), false)) << "driver symbols in " << driver.data();
+  } else if (!std::string(HEADROOM_CUDA_STUB).empty()) {
+    ASSERT_TRUE(s->attachCuda(HEADROOM_CUDA_STUB, false)) << "driver symbols in the toolkit's stub library";
+  }
+  auto c = ChildProcess::spawn(
+      {HEADROOM_CUDA_PROVER, "--pool", "2", "--chunk", std::to_string(kMiB), "--device", std::to_string(4 * kMiB)});
   ASSERT_TRUE(c);
   auto line = c->readLine();
   ASSERT_TRUE(line);
-  EXPECT_NE(line->find("cudaHostAlloc=35"), std::string::npos) << *line;
+  auto said = nlohmann::json::parse(*line, nullptr, false);
+  ASSERT_TRUE(said.is_object()) << *line;
   auto g = s->gpu(c->pid());
   ASSERT_TRUE(g.has_value()) << "the runtime probes fired";
-  EXPECT_EQ(g->failed_calls, 3u);
-  EXPECT_EQ(g->pinned_live, 0u);
-  EXPECT_EQ(g->pinned_allocs, 0u);
-  EXPECT_EQ(g->device_live, 0u);
+  if (!said.value("ready", false)) {
+    const int code = said.value("code", 0);
+    EXPECT_TRUE(code == 35 || code == 100) << *line;
+    EXPECT_EQ(said["call"], "cudaMalloc") << "device memory is asked for first";
+    EXPECT_EQ(g->failed_calls, 1u);
+    EXPECT_EQ(g->pinned_live, 0u);
+    EXPECT_EQ(g->pinned_allocs, 0u);
+    EXPECT_EQ(g->device_live, 0u);
+    c->closeStdin();
+    auto end = c->wait();
+    ASSERT_TRUE(end);
+    EXPECT_EQ(WEXITSTATUS(*end), 3);
+    return;
+  }
+  EXPECT_EQ(g->pinned_live, 2 * kMiB);
+  EXPECT_EQ(g->pinned_allocs, 2u);
+  EXPECT_EQ(g->device_live, 4 * kMiB);
+  EXPECT_EQ(g->failed_calls, 0u);
   c->closeStdin();
   ASSERT_TRUE(c->wait());
 }

@@ -1,6 +1,7 @@
 /* Drives a CUDA driver library (the fake one in tests, or a real libcuda.so.1) through the
  * calls headroom counts, then waits: "ready" after the allocations; a line "ctx" on stdin
- * destroys the context ("destroyed"); EOF exits with whatever is still allocated.
+ * destroys the context ("destroyed"); a line "grow" touches anonymous memory 4 MiB at a time
+ * until the OOM killer (or a limit) stops it; EOF exits with whatever is still allocated.
  *   cuda-client LIBRARY */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -109,6 +110,12 @@ int main(int argc, char** argv) {
       CHECK(ctx_destroy(NULL), 1);
       printf("destroyed\n");
       fflush(stdout);
+    } else if (strncmp(line, "grow", 4) == 0) {
+      for (;;) {
+        char* p = malloc(4 * MiB);
+        if (!p) return 4;
+        memset(p, 1, 4 * MiB);
+      }
     }
   }
   (void)a;
