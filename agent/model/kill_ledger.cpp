@@ -69,13 +69,22 @@ std::vector<KillLedger> killLedgers(const OomEvent& e, const Snapshot* last) {
         l.gpu_memory_age_seconds =
             static_cast<double>(std::max<std::int64_t>(0, e.monotonic_time_ns - last->monotonic_time_ns)) / 1e9;
     }
+    if (!e.from_bpf && last == nullptr) {
+      // A kernel log alone (`headroom explain`, or a kill found in the log after the fact).
+      l.notes.emplace_back(
+          "from the kernel's log: RAM, page tables and swap only; locked, DMA-pinned, CUDA and GPU memory are read "
+          "by the agent at the kill");
+      if (!l.anon) l.notes.emplace_back("the log has no \"Killed process\" line with the victim's RAM");
+      out.push_back(std::move(l));
+      continue;
+    }
     if (!l.anon) l.notes.emplace_back("no RAM figures: neither BPF nor the kernel's report gave the victim's");
     if (!l.locked && !v.inferred)
-      l.notes.emplace_back("locked and DMA-pinned pages are read by BPF at the kill; the kernel's log has none");
+      l.notes.emplace_back("locked and DMA-pinned pages: no BPF mark of the victim to read");
     if (l.cuda_pinned || l.cuda_device) {
       if (!l.cuda_at_kill) l.notes.emplace_back("CUDA figures of the last sample before the kill (none at the kill)");
     } else if (p == nullptr && !l.cuda_at_kill) {
-      l.notes.emplace_back("no CUDA figures: the victim was not in a sample and BPF did not count it at the kill");
+      l.notes.emplace_back("no CUDA figures: the victim was in no sample and BPF counted nothing of it at the kill");
     }
     if (!l.gpu_memory && last != nullptr && last->gpu.reading)
       l.notes.emplace_back("NVML listed no device memory for it at the last sample");
