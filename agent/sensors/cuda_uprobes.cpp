@@ -56,11 +56,15 @@ Result<std::map<std::string, std::size_t>> elfFunctionOffsets(const std::string&
 
 }  // namespace
 
-void Sensors::Impl::cudaFailed(const Error& e) {
-  if (status(SensorId::kCuda).state != SensorState::kActive)
-    set(SensorId::kCuda, SensorState::kDegraded, e.describe());
-  else
+void Sensors::Impl::cudaFailed(const std::string& library, const Error& e) {
+  cuda_failed.emplace(library, e.describe());
+  if (status(SensorId::kCuda).state != SensorState::kActive) {
+    std::vector<std::string> why;
+    for (const auto& [lib, reason] : cuda_failed) why.push_back(reason);
+    set(SensorId::kCuda, SensorState::kDegraded, fmt::format("{}", fmt::join(why, "; ")));
+  } else {
     spdlog::warn("cuda: {}", e.describe());
+  }
 }
 
 void Sensors::Impl::attachConfiguredCuda() {
@@ -157,9 +161,8 @@ void Sensors::discoverCuda(const std::vector<pid_t>& pids) {
     }
   }
   for (const auto& lib : found) {
-    if (!m.cuda_attached.count(lib)) {
-      if (auto st = m.attachCudaNow(lib, false); !st) m.cudaFailed(st.error());
-    }
+    if (m.cuda_attached.count(lib) || m.cuda_failed.count(lib)) continue;
+    if (auto st = m.attachCudaNow(lib, false); !st) m.cudaFailed(lib, st.error());
   }
 }
 

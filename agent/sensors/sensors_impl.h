@@ -82,6 +82,9 @@ struct Sensors::Impl {
   void onReport(const KernelOomReport& report, std::int64_t now);
   void readRingAtStart();  // kmsg_from_start: what the ring holds, once the joiner is made
   std::set<std::string> cuda_attached;
+  // Libraries whose probes could not attach, each with why: not tried again (reading a driver's
+  // symbols costs milliseconds) until the sensors start again; the reason names every one.
+  std::map<std::string, std::string> cuda_failed;
   std::uint64_t events = 0;
   std::optional<std::int64_t> last_mark_latency_ns;
   // Per process, the fault count last answered (with the mm it was for): a count read while a
@@ -137,7 +140,7 @@ struct Sensors::Impl {
   void attachConfiguredCuda();
   // A CUDA target found (or configured) but not attached: said in the sensor's state unless
   // another target is already attached.
-  void cudaFailed(const Error& e);
+  void cudaFailed(const std::string& library, const Error& e);
 };
 
 }  // namespace headroom
