@@ -106,11 +106,9 @@ int runSnapshot(const SnapshotOptions& opts, std::ostream& out, std::ostream& er
   for (const ProcessSample& p : raw->processes) pids.push_back(p.pid);
   sensors->discoverCuda(pids);
   auto readings = sensors->readings(raw->processes);
-  if (source->fs->isLive()) {  // the GPUs' device memory (NVML), as the agent reads it
-    GpuReader gpus;
-    gpus.configure(*sc);
-    raw->gpu = gpus.read();
-  }
+  GpuReader gpus;  // the GPUs' device memory (NVML), as the agent reads it
+  gpus.configure(*sc, source->fs->isLive());
+  raw->gpu = gpus.read();
   // Every cgroup's names asked at once, then a moment for the engines to answer.
   WorkloadResolver names(*source->fs, WorkloadLookup{});
   names.name(*raw);

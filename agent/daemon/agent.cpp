@@ -264,11 +264,8 @@ void Agent::Impl::startSensors() {
     sc.kmsg = false;
   }
   sensors_ = Sensors::start(*source_.fs, sc, source_.collector->mounts());
-  // NVML is the driver's and runs where BPF does not; read from the live machine only.
-  SensorsConfig gc = cfg_.sensors;
-  gc.nvml = gc.nvml && source_.fs->isLive();
-  gpu_.configure(gc);
-  cuda_checked_.clear();  // Sensors::start logged each sensor's state
+  gpu_.configure(cfg_.sensors, source_.fs->isLive());  // NVML: the driver's, read where BPF is not too
+  cuda_checked_.clear();                               // Sensors::start logged each sensor's state
   api_.publishSensors(sensors_->status());
 }
 

@@ -5,16 +5,17 @@
 
 namespace headroom {
 
-void GpuReader::configure(const SensorsConfig& cfg) {
-  if (configured_ && cfg.nvml == enabled_ && cfg.nvml_library == library_) return;  // the same settings
+void GpuReader::configure(const SensorsConfig& cfg, bool live) {
+  if (configured_ && cfg.nvml == enabled_ && cfg.nvml_library == library_ && live == live_) return;  // the same
   configured_ = true;
   nvml_.reset();
   enabled_ = cfg.nvml;
+  live_ = live;
   library_ = cfg.nvml_library;
   failing_ = false;
-  if (!enabled_) {
+  if (!enabled_ || !live_) {
     state_ = "off";
-    reason_ = "turned off (sensors.nvml = false)";
+    reason_ = live_ ? "turned off (sensors.nvml = false)" : "not this machine (a fixture root): no GPUs read";
     return;
   }
   auto n = Nvml::open(library_);

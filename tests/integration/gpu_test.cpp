@@ -71,10 +71,10 @@ TEST(Gpu, AnOomKilledCudaProcessCarriesItsPinnedAndDeviceMemoryAtTheKill) {
   ASSERT_TRUE(sb) << sb.error().describe();
   ASSERT_TRUE(sb->setLimit(96 * kMiB));
   TempDir tmp, gpu;
-  testing::AgentProcess agent(
-      {"--interval", "200ms", "--cgroup", sb->path(), "--journal", tmp.file("oom.hrj"), "--budget.enabled", "false",
-       "--cuda-library", HEADROOM_CUDA_FAKE, "--sensors.nvml-library", HEADROOM_NVML_FAKE},
-      withStandInDriver(gpu));
+  testing::AgentProcess agent({"--interval", "200ms", "--cgroup", sb->path(), "--journal", tmp.file("oom.hrj"),
+                               "--budget.enabled", "false", "--role-rule", "prover=comm:cuda-client", "--cuda-library",
+                               HEADROOM_CUDA_FAKE, "--sensors.nvml-library", HEADROOM_NVML_FAKE},
+                              withStandInDriver(gpu));
   ASSERT_TRUE(agent.waitLog("gpu: NVML through")) << agent.logText();  // said at start, before the journal
   ASSERT_TRUE(agent.waitLog("journal: OOM kills are recorded in")) << agent.logText();
   auto c = ChildProcess::spawn(
@@ -91,10 +91,12 @@ TEST(Gpu, AnOomKilledCudaProcessCarriesItsPinnedAndDeviceMemoryAtTheKill) {
       "/v1/snapshot",
       [&](const nlohmann::json& s) {
         nlohmann::json p = processIn(s, pid);
-        return p.is_object() && p["gpu_memory_bytes"] == kClientDevice &&
+        // Its comm too: a walk that came between the fork and the exec saw "env", and the samples
+        // between two walks carry what the walk read (up to process_walk_max_interval).
+        return p.is_object() && p["comm"] == "cuda-client" && p["gpu_memory_bytes"] == kClientDevice &&
                (!probes || p["device_bytes"] == kClientDevice);
       },
-      30s);
+      60s);
   ASSERT_TRUE(seen) << agent.logText();
   const nlohmann::json& gpus = (*seen)["gpus"];
   EXPECT_EQ(gpus["state"], "active");

@@ -13,14 +13,15 @@ namespace headroom {
 
 class GpuReader {
  public:
-  // Opens the library per `cfg` (nvml, nvml_library), logging what it found once.
-  void configure(const SensorsConfig& cfg);
+  // Opens the library per `cfg` (nvml, nvml_library), logging what it found once; `live`: the
+  // machine itself is read (not a fixture root, whose GPUs are none).
+  void configure(const SensorsConfig& cfg, bool live = true);
   // The GPUs now, or why not: a read that fails is said once and the sample carries the reason.
   GpuSample read();
 
  private:
   std::unique_ptr<Nvml> nvml_;
-  bool configured_ = false, enabled_ = false;
+  bool configured_ = false, enabled_ = false, live_ = true;
   std::string library_;
   std::string state_ = "off", reason_;
   bool failing_ = false;
