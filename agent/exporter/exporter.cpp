@@ -179,9 +179,10 @@ void emitHttp(SeriesSink& sink, const HttpServerStats& http) {
   sink.add(kHttpConnections, {}, num(http.connections));
   sink.add(kHttpConnectionsOpen, {}, num(http.open));
   sink.add(kHttpRequests, {}, num(http.requests));
-  for (const auto& [reason, n] : {std::pair{"timeout", http.timeouts}, std::pair{"evicted", http.evicted},
-                                  std::pair{"busy", http.busy}, std::pair{"too_large", http.too_large},
-                                  std::pair{"tls", http.tls_failures}, std::pair{"unauthorized", http.unauthorized}})
+  for (const auto& [reason, n] :
+       {std::pair{"timeout", http.timeouts}, std::pair{"evicted", http.evicted}, std::pair{"busy", http.busy},
+        std::pair{"too_large", http.too_large}, std::pair{"malformed", http.malformed},
+        std::pair{"tls", http.tls_failures}, std::pair{"unauthorized", http.unauthorized}})
     sink.add(kHttpRefused, {reason}, num(n));
 }
 

@@ -102,8 +102,9 @@ std::vector<MetricInfo> buildCatalog() {
        {"reason"},
        "Connections and requests the HTTP endpoint refused or closed early: timeout (a request, handshake or response "
        "past its deadline), evicted (waiting for a request while others waited for a thread), busy (too many waiting: "
-       "503), too_large (headers over 16 KiB: 431), tls (a failed handshake or a client certificate not allowed), "
-       "unauthorized (no or wrong basic auth: 401)."},
+       "503), too_large (headers over 16 KiB: 431), malformed (ambiguous framing: a bare LF, a Transfer-Encoding, two "
+       "Content-Lengths: 400), tls (a failed handshake or a client certificate not allowed), unauthorized (no or wrong "
+       "basic auth: 401)."},
       {kUpdateFailures, kC, {}, "Exporter updates that failed (the previous update's series stay)."},
       {kScrapeDuration, kG, {}, "Duration of the previous scrape's rendering, in seconds."},
       {kSeries, kG, {}, "Series exported by the last update, this one included."},

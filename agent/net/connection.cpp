@@ -97,6 +97,11 @@ Step ConnectionStream::readAvailable() {
 ConnectionStream::Request ConnectionStream::request() const {
   std::string_view b(buf_.data() + pos_, buffered());
   auto end = b.find("\r\n\r\n");
+  // The head (all of it buffered so far while it has no end): each LF follows a CR.
+  const std::string_view head = b.substr(0, end == std::string_view::npos ? b.size() : end);
+  for (std::size_t lf = head.find('\n'); lf != std::string_view::npos; lf = head.find('\n', lf + 1)) {
+    if (lf == 0 || head[lf - 1] != '\r') return Request::kMalformed;
+  }
   if (end == std::string_view::npos)
     return b.size() > limits_.max_header_bytes ? Request::kTooLarge : Request::kPartial;
   if (end + 4 > limits_.max_header_bytes) return Request::kTooLarge;

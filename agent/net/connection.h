@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Counters {
   std::atomic<std::uint64_t> connections{0}, open{0}, requests{0}, timeouts{0}, evicted{0}, busy{0}, too_large{0},
-      tls_failures{0}, unauthorized{0};
+      malformed{0}, tls_failures{0}, unauthorized{0};
 };
 
 // What the web config makes of each new connection; swapped whole at a reload.
@@ -64,9 +64,11 @@ class ConnectionStream final : public httplib::Stream {
   // the request; kFailed: the peer closed or the connection broke.
   Step readAvailable();
 
-  enum class Request { kPartial, kWhole, kTooLarge };
+  enum class Request { kPartial, kWhole, kTooLarge, kMalformed };
   // Whether the buffer holds a whole request: its headers within max_header_bytes, and its body
   // when one up to max_body_bytes is announced (a larger one is refused by the worker unread).
+  // kMalformed: a line of its head ends in a bare LF (HTTP/1.1 lines end in CRLF; a reader that
+  // takes LF alone splits requests where a proxy in front would not).
   Request request() const;
 
   // A worker starts on the next request in the buffer.

@@ -68,6 +68,20 @@ class HttpCore final : public httplib::Server {
     set_payload_max_length(limits_.max_body_bytes);
     set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       auto sec = security();
+      // Where the body ends must be beyond doubt, or a request can ride inside another past a
+      // proxy that reads the other header: no Transfer-Encoding (never decoded here), one
+      // Content-Length at most. Refused, and the connection closed after the answer.
+      if (req.has_header("Transfer-Encoding") || req.get_header_value_count("Content-Length") > 1) {
+        ++counters_.malformed;
+        if (t_stream != nullptr) t_stream->closeAfter();
+        res.status = 400;
+        res.set_header("Connection", "close");
+        res.set_content(req.has_header("Transfer-Encoding")
+                            ? "{\"error\":\"Transfer-Encoding is not accepted: send a Content-Length\"}\n"
+                            : "{\"error\":\"more than one Content-Length\"}\n",
+                        "application/json");
+        return HandlerResponse::Handled;
+      }
       // A body over the limit is refused before it is read (httplib would read it all first).
       if (auto length = req.get_header_value("Content-Length"); !length.empty()) {
         std::uint64_t n = 0;
@@ -122,6 +136,7 @@ class HttpCore final : public httplib::Server {
             .evicted = counters_.evicted,
             .busy = counters_.busy,
             .too_large = counters_.too_large,
+            .malformed = counters_.malformed,
             .tls_failures = counters_.tls_failures,
             .unauthorized = counters_.unauthorized};
   }

@@ -144,6 +144,11 @@ void Poller::progress(Connection& c) {
       s.refuse("431 Request Header Fields Too Large");
       close(c);
       return;
+    case ConnectionStream::Request::kMalformed:
+      ++counters_.malformed;
+      s.refuse("400 Bad Request");
+      close(c);
+      return;
     case ConnectionStream::Request::kPartial:
       if (r == Step::kFailed) close(c);
       return;

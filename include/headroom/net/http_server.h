@@ -45,13 +45,16 @@ struct HttpLimits {
 
 // Counted since the server started.
 struct HttpServerStats {
-  std::uint64_t connections = 0;   // accepted
-  std::uint64_t open = 0;          // open now (waiting or being answered)
-  std::uint64_t requests = 0;      // answered (any status)
-  std::uint64_t timeouts = 0;      // closed at a deadline (request, handshake, response)
-  std::uint64_t evicted = 0;       // closed while waiting, to make room for a newcomer
-  std::uint64_t busy = 0;          // refused at once: too many waiting (503)
-  std::uint64_t too_large = 0;     // headers over max_header_bytes (431)
+  std::uint64_t connections = 0;  // accepted
+  std::uint64_t open = 0;         // open now (waiting or being answered)
+  std::uint64_t requests = 0;     // answered (any status)
+  std::uint64_t timeouts = 0;     // closed at a deadline (request, handshake, response)
+  std::uint64_t evicted = 0;      // closed while waiting, to make room for a newcomer
+  std::uint64_t busy = 0;         // refused at once: too many waiting (503)
+  std::uint64_t too_large = 0;    // headers over max_header_bytes (431)
+  // Requests whose framing is ambiguous (400, the connection closed): a line of the head ending in
+  // a bare LF, a Transfer-Encoding (never decoded), more than one Content-Length.
+  std::uint64_t malformed = 0;
   std::uint64_t tls_failures = 0;  // handshakes that failed (bad client, no or wrong certificate)
   std::uint64_t unauthorized = 0;  // requests without the right basic auth (401)
 };

@@ -128,5 +128,53 @@ TEST(HttpServerLimits, HeadersAndBodiesOverTheirCapsAreRefused) {
   EXPECT_NE(two.find("HTTP/1.1 200 OK", 10), std::string::npos) << two;
 }
 
+// Requests whose end is ambiguous (request smuggling: a proxy in front reading the other header
+// forwards a second request inside the first): 400 at once, the connection closed after it, the
+// request behind never served; each counted. A good request before one of them is answered.
+TEST(HttpServerFraming, AmbiguousLengthsAndBareLineFeedsAre400AndCloseTheConnection) {
+  auto server = serve(HttpLimits{});
+  ASSERT_TRUE(server);
+  const std::string behind = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  auto count = [](const std::string& all, std::string_view what) {
+    std::size_t n = 0;
+    for (auto at = all.find(what); at != std::string::npos; at = all.find(what, at + 1)) ++n;
+    return n;
+  };
+  // A Transfer-Encoding (chunked or any other: never decoded here).
+  for (const char* te : {"chunked", "gzip, chunked", "identity"}) {
+    std::string got = rawRequest(
+        server->port(), fmt::format("GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: {}\r\n\r\n{}", te, behind));
+    EXPECT_EQ(statusLine(got), "HTTP/1.1 400 Bad Request") << te;
+    EXPECT_EQ(count(got, "HTTP/1.1 "), 1u) << "the request behind it was served: " << got;
+    EXPECT_NE(got.find("Transfer-Encoding is not accepted"), std::string::npos) << got;
+  }
+  // Two Content-Lengths, the same or not.
+  for (const char* two : {"Content-Length: 0\r\nContent-Length: 35", "Content-Length: 0\r\ncontent-length: 0"}) {
+    std::string got =
+        rawRequest(server->port(), fmt::format("POST /metrics HTTP/1.1\r\nHost: x\r\n{}\r\n\r\n{}", two, behind));
+    EXPECT_EQ(statusLine(got), "HTTP/1.1 400 Bad Request") << two;
+    EXPECT_EQ(count(got, "HTTP/1.1 "), 1u) << got;
+  }
+  // Lines ending in a bare LF: answered at once, not at the request's deadline.
+  for (const char* bare :
+       {"GET /metrics HTTP/1.1\nHost: x\n\n", "GET /metrics HTTP/1.1\r\nHost: x\n\r\n", "GET /metrics HTTP/1.1\n"}) {
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(statusLine(rawRequest(server->port(), bare)), "HTTP/1.1 400 Bad Request") << bare;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << bare;
+  }
+  // Behind a good request on one connection: the good one answered, the ambiguous one refused,
+  // the third never read.
+  std::string got =
+      rawRequest(server->port(),
+                 "GET /metrics HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + behind);
+  EXPECT_EQ(statusLine(got), "HTTP/1.1 200 OK");
+  EXPECT_EQ(count(got, "HTTP/1.1 200 OK"), 1u) << got;
+  EXPECT_EQ(count(got, "HTTP/1.1 400 Bad Request"), 1u) << got;
+  EXPECT_EQ(server->stats().malformed, 3u + 2u + 3u + 1u);
+  // A body with a bare LF in it is the body's business: the request is judged on its merits.
+  EXPECT_NE(statusLine(rawRequest(server->port(), "POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\na\nb")),
+            "HTTP/1.1 400 Bad Request");
+}
+
 }  // namespace
 }  // namespace headroom
