@@ -27,6 +27,9 @@
 namespace headroom::cli {
 namespace {
 
+// What --from-json reads of stdin at most: as much as of a file (readAll's bound).
+constexpr std::size_t kMaxJsonInputBytes = 64u << 20;
+
 using nlohmann::json;
 
 std::optional<std::uint64_t> idOf(const json& rec) {
@@ -80,13 +83,19 @@ Result<Loaded> loadFromJson(const std::vector<std::string>& sources, std::istrea
       if (stdin_read) return usageError("--from-json -: stdin given twice");
       stdin_read = true;
       std::array<char, 1 << 16> buf{};
-      while (in.read(buf.data(), buf.size()) || in.gcount() > 0)
+      while (in.read(buf.data(), buf.size()) || in.gcount() > 0) {
         text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
+        if (text.size() > kMaxJsonInputBytes)
+          return badInput(fmt::format("--from-json -: stdin holds more than {} bytes", kMaxJsonInputBytes));
+      }
       if (in.bad()) return ioError("--from-json: reading stdin");
     } else {
-      Fd fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
-      if (!fd.valid()) return errnoError(fmt::format("--from-json {}", src)).as(ErrorKind::kBadInput);
-      auto t = readAll(fd.get(), src);
+      // A FIFO is read as it comes (one with no writer reads as empty, never waits); a device is
+      // read under readAll's bound; a directory or a socket is refused.
+      auto fd = openUserFile(src, true);
+      if (!fd)
+        return fd.error().wrap(fd.error().code != 0 ? "--from-json" : "--from-json " + src).as(ErrorKind::kBadInput);
+      auto t = readAll(fd->get(), src);
       if (!t) return t.error().wrap("--from-json").as(ErrorKind::kBadInput);
       text = std::move(*t);
     }
@@ -145,7 +154,10 @@ Result<Loaded> loadJournal(const std::string& given, std::ostream& err) {
   if (!contents) {
     int code = contents.error().code;
     bool bad_path = code == EISDIR || code == ENOTDIR || code == ENAMETOOLONG || code == ELOOP;
-    Error e = contents.error().wrap(fmt::format("reading the journal {}", journal));
+    // A file that is not one (a FIFO, a device) is named by the error already, the rotated one too.
+    Error e = contents.error().kind == ErrorKind::kBadInput
+                  ? contents.error()
+                  : contents.error().wrap(fmt::format("reading the journal {}", journal));
     return bad_path ? e.as(ErrorKind::kBadInput) : e;
   }
   for (const std::string& d : contents->damage) err << "headroom report: " << damageLine(d) << "\n";

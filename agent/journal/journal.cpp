@@ -14,6 +14,7 @@
 #include <set>
 
 #include "headroom/journal/journal.h"
+#include "headroom/sources/fs_root.h"
 #include "headroom/util/files.h"
 #include "headroom/util/json.h"
 
@@ -209,6 +210,11 @@ void scanLines(std::string_view bytes, ScanResult& out, Accept&& accept) {
 }
 
 Result<std::string> readFd(int fd, const std::string& path) {
+  // A journal is a file the agent wrote: a FIFO would block, a device never end (/dev/zero).
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return unexpected(errnoError(fmt::format("stat of journal {}", path)));
+  if (!S_ISREG(st.st_mode))
+    return unexpected(badInput(fmt::format("journal {}: {}, not a regular file", path, fileKindText(st.st_mode))));
   std::string text;
   char buf[1 << 16];
   for (;;) {
@@ -223,13 +229,13 @@ Result<std::string> readFd(int fd, const std::string& path) {
 
 // A missing file reads as empty (nullopt); anything else that fails is an error naming it.
 Result<std::optional<std::string>> readIfExists(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>{};
-    return unexpected(errnoError(fmt::format("opening journal {}", path)));
+  auto fd = openUserFile(path, false);  // a FIFO with no writer would hold open() forever
+  if (!fd) {
+    if (fd.error().code == ENOENT) return std::optional<std::string>{};
+    return unexpected(fd.error().code != 0 ? fd.error().wrap("opening journal")
+                                           : fd.error().wrap(fmt::format("journal {}", path)));
   }
-  auto text = readFd(fd, path);
-  ::close(fd);
+  auto text = readFd(fd->get(), path);
   if (!text) return unexpected(text.error());
   return std::optional<std::string>(std::move(*text));
 }

@@ -53,6 +53,28 @@ Result<std::string> readWhole(int fd, const Path& path, bool from_start) {
 }
 }  // namespace
 
+const char* fileKindText(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+Result<Fd> openUserFile(const std::string& path, bool streams) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd.valid()) return errnoError(fmt::format("opening {}", path));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return errnoError(fmt::format("stat of {}", path));
+  const bool stream = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode);
+  if (!S_ISREG(st.st_mode) && !(streams && stream))
+    return badInput(fmt::format("{}, not a regular file", fileKindText(st.st_mode)));
+  if (int fl = ::fcntl(fd.get(), F_GETFL); fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
+}
+
 Result<std::string> readAll(int fd, std::string_view display_path) {
   return readWhole(
       fd, [&] { return display_path; }, false);

@@ -33,6 +33,13 @@ class Fd {
   int fd_ = -1;
 };
 
+// What a file that is not a regular one is, for errors: "a FIFO", "a character device", ...
+const char* fileKindText(unsigned mode);
+// Opens a file a user named, to read (a JSON export, a journal): never blocks in open (a FIFO
+// with no writer), blocking reads after. A regular file, or, with `streams`, also a FIFO or a
+// character device (read then under readAll's bound); anything else is refused at once, naming
+// what it is (bad input, without the path: the caller's context names it).
+Result<Fd> openUserFile(const std::string& path, bool streams);
 // Reads a whole file from an open descriptor (files under /proc and /sys report size 0).
 Result<std::string> readAll(int fd, std::string_view display_path);
 // The same from the file's start whatever the descriptor's offset (pread from 0): a descriptor

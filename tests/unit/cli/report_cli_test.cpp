@@ -1,6 +1,7 @@
 // The real `headroom report` on journal files written here in the documented frame format
 // (docs/journal.md: "HRJ1 <length> <crc32> <json>\n"), as a journal copied from another machine.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -293,6 +294,39 @@ TEST_F(ReportCli, RotatedFileIsReadFirst) {
   auto r = report({"--list", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out), json(records_));
+}
+
+// A journal that is not a regular file is refused at once with one line and exit 2: a device
+// would never end (/dev/zero grew 2.6 GB in 20 s), a FIFO would hold the read forever.
+// --from-json reads a FIFO as it comes (one with no writer is empty at once) and a device under
+// the 64 MiB bound, and refuses a directory. `timeout` turns a hang into a failure.
+TEST(ReportCliJournal, ANonRegularJournalIsRefusedAtOnceAndNoReadWaitsForever) {
+  TempDir dir;
+  const std::string zero = dir.file("zero.hrj"), fifo = dir.file("fifo.hrj");
+  std::filesystem::create_symlink("/dev/zero", zero);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto report = [](std::vector<std::string> args) {
+    std::vector<std::string> a = {"/usr/bin/timeout", "20", HEADROOM_BINARY, "report"};
+    a.insert(a.end(), args.begin(), args.end());
+    return runCommand(a);
+  };
+  for (auto [path, kind] : {std::pair{zero, "a character device"}, std::pair{fifo, "a FIFO"}}) {
+    for (const char* list : {"--list", "--json"}) {
+      auto r = report({"--journal", path, list});
+      EXPECT_EQ(r.exit_code, 2) << path << "\n" << r.err;
+      EXPECT_EQ(r.err, fmt::format("headroom report: journal {}: {}, not a regular file\n", path, kind));
+      EXPECT_TRUE(r.out.empty());
+    }
+  }
+  auto from_fifo = report({"--from-json", fifo});
+  EXPECT_EQ(from_fifo.exit_code, 1) << from_fifo.err;
+  EXPECT_TRUE(contains(from_fifo.err, "no OOM kill records in " + fifo)) << from_fifo.err;
+  auto from_zero = report({"--from-json", "/dev/zero"});
+  EXPECT_EQ(from_zero.exit_code, 2) << from_zero.err;
+  EXPECT_TRUE(contains(from_zero.err, "larger than 67108864 bytes")) << from_zero.err;
+  auto from_dir = report({"--from-json", dir.file("")});
+  EXPECT_EQ(from_dir.exit_code, 2) << from_dir.err;
+  EXPECT_TRUE(contains(from_dir.err, "a directory, not a regular file")) << from_dir.err;
 }
 
 TEST(ReportCliJournal, MissingOrEmptyJournal) {
